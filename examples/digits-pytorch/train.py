@@ -1,0 +1,128 @@
+"""A small CNN on scikit-learn's `load_digits`, written for Loom (and runnable without it).
+
+It reads FfDL's environment: checkpoints go to $CHECKPOINT_DIR (and a restarted job continues
+from the last one), the trained model to $RESULT_DIR/model/. With WORLD_SIZE > 1 it trains with
+DistributedDataParallel over gloo, each rank on its shard of the data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+from torch import nn
+
+
+class DigitsCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(64 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, 10)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def data(seed: int) -> tuple[torch.Tensor, ...]:
+    digits = load_digits()
+    x = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
+    y = torch.tensor(digits.target, dtype=torch.long)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=0.25, random_state=seed, stratify=y
+    )
+    return x_train, x_test, y_train, y_test
+
+
+def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    model.eval()
+    with torch.no_grad():
+        return float((model(x).argmax(1) == y).float().mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--learning-rate", type=float, default=0.01)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        dist.init_process_group("gloo")
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(1)
+    x_train, x_test, y_train, y_test = data(args.seed)
+    x_shard, y_shard = x_train[rank::world], y_train[rank::world]
+
+    model: nn.Module = DigitsCNN()
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
+    checkpoints = Path(os.environ.get("CHECKPOINT_DIR", "checkpoints"))
+    checkpoint = checkpoints / "digits.pt"
+    start = 0
+    if checkpoint.exists():
+        state = torch.load(checkpoint)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = state["epoch"]
+        print(f"rank {rank}: resuming from checkpoint at epoch {start}", flush=True)
+    net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+
+    print(f"rank {rank}/{world}: training on {len(x_shard)} images, testing on {len(x_test)}")
+    began = time.perf_counter()
+    for epoch in range(start + 1, args.epochs + 1):
+        net.train()
+        order = torch.randperm(len(x_shard), generator=torch.Generator().manual_seed(epoch))
+        total = 0.0
+        for i in range(0, len(order), args.batch_size):
+            batch = order[i : i + args.batch_size]
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(net(x_shard[batch]), y_shard[batch])
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(batch)
+        test_acc = accuracy(model, x_test, y_test)
+        print(
+            f"rank {rank} epoch {epoch}/{args.epochs} loss={total / len(order):.4f} "
+            f"test_accuracy={test_acc:.4f}",
+            flush=True,
+        )
+        if rank == 0:
+            checkpoints.mkdir(parents=True, exist_ok=True)
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "epoch": epoch,
+            }
+            torch.save(state, checkpoint)
+
+    test_acc = accuracy(model, x_test, y_test)
+    print(f"rank {rank}: trained in {time.perf_counter() - began:.1f}s")
+    if rank == 0:
+        results = Path(os.environ.get("RESULT_DIR", "results")) / "model"
+        results.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), results / "digits_cnn.pt")
+        (results / "metrics.txt").write_text(f"test_accuracy={test_acc:.4f}\n")
+        print(f"test accuracy: {test_acc:.4f}")
+        print(f"model saved to {results}")
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""`create_app(settings)`: the REST API with the lifecycle running inside it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+import loom
+from loom.api import errors
+from loom.api.limits import BodyLimit
+from loom.api.platform import Platform, build_platform
+from loom.api.routers import jobs, learner, logs, users
+from loom.launchers.base import Launcher
+from loom.settings import Settings
+
+
+def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastAPI:
+    """Build the app and its platform; the lifecycle starts with the app and stops with it."""
+    platform: Platform = build_platform(settings, launcher)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        platform.lifecycle.start()
+        try:
+            yield
+        finally:
+            platform.close()
+
+    app = FastAPI(
+        title="Loom",
+        version=loom.__version__,
+        description="Submit, run, follow and keep deep-learning training jobs.",
+        lifespan=lifespan,
+    )
+    app.state.platform = platform
+    errors.install(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_upload_mb * 2**20)
+    for router in (jobs.router, logs.router, users.router, learner.router):
+        app.include_router(router)
+
+    @app.get("/health", tags=["health"])
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "version": loom.__version__}
+
+    return app

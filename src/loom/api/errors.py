@@ -1,0 +1,76 @@
+"""Errors mapped to HTTP in one place: `{"error": message, "code": …, "field": …}`, never a 500
+with a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from loom.domain.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    LoomError,
+    ManifestError,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+)
+
+log = logging.getLogger("loom.api")
+
+STATUS: list[tuple[type[LoomError], int]] = [
+    (InvalidInput, 400),
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (PayloadTooLarge, 413),
+]
+
+
+def error_body(message: str, code: str | None = None, field: str | None = None) -> dict[str, str]:
+    body = {"error": message}
+    if code:
+        body["code"] = code
+    if field:
+        body["field"] = field
+    return body
+
+
+def _loom_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, LoomError)
+    status = next((s for kind, s in STATUS if isinstance(exc, kind)), 500)
+    field = exc.field if isinstance(exc, ManifestError) else None
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    code = exc.code.value if exc.code else None
+    return JSONResponse(error_body(exc.message, code, field), status, headers=headers)
+
+
+def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+    message = f"{where}: {first.get('msg')}, got {first.get('input')!r}"
+    return JSONResponse(error_body(message, field=where), 400)
+
+
+def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return JSONResponse(error_body(str(exc.detail)), exc.status_code, headers=exc.headers)
+
+
+def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return JSONResponse(error_body("internal error; see the server log", "S101"), 500)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(LoomError, _loom_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

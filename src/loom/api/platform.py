@@ -1,0 +1,80 @@
+"""The services one platform process runs, built once from `Settings`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from loom.launchers.base import Launcher
+from loom.lifecycle.manager import LifecycleManager
+from loom.settings import Settings
+from loom.storage.artifacts import ArtifactStore
+from loom.store import users as user_rows
+from loom.store.db import Database, migrate
+from loom.tds.logs import LogService
+from loom.tds.signals import JobSignals
+
+ADMIN = "admin"
+
+
+@dataclass
+class Platform:
+    settings: Settings
+    db: Database
+    artifacts: ArtifactStore
+    signals: JobSignals
+    logs: LogService
+    lifecycle: LifecycleManager
+
+    def close(self) -> None:
+        self.lifecycle.stop()
+        self.db.close()
+
+
+def make_launcher(settings: Settings) -> Launcher:
+    if settings.launcher == "fake":
+        from loom.launchers.fake import FakeLauncher
+
+        return FakeLauncher()
+    from loom.launchers.local import LocalLauncher
+
+    return LocalLauncher(cpus=settings.cpus, memory=settings.memory, gpus=settings.gpus)
+
+
+def build_platform(settings: Settings, launcher: Launcher | None = None) -> Platform:
+    home = settings.home_dir
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = Database(settings.db_url)
+    migrate(db.engine)
+    bootstrap_admin(db, settings)
+    artifacts = ArtifactStore(settings.artifacts_dir)
+    signals = JobSignals()
+    logs = LogService(db, signals)
+    lifecycle = LifecycleManager(
+        settings, db, launcher or make_launcher(settings), artifacts, logs, signals
+    )
+    return Platform(settings, db, artifacts, signals, logs, lifecycle)
+
+
+def bootstrap_admin(db: Database, settings: Settings) -> None:
+    """The first start creates the admin and its token; `LOOM_ADMIN_TOKEN` is honoured if set."""
+    wanted = settings.admin_token.get_secret_value() if settings.admin_token else None
+    with db.session() as session:
+        admin = user_rows.user_by_name(session, ADMIN)
+        created = admin is None
+        if admin is None:
+            admin = user_rows.add_user(session, ADMIN, is_admin=True)
+        token = wanted or (user_rows.new_token() if created else None)
+        if token is not None:
+            user_rows.add_token(session, admin, token)
+    if token is not None:
+        write_private(settings.home_dir / "token", token + "\n")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    path.chmod(0o600)

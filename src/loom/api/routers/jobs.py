@@ -1,0 +1,135 @@
+"""`/v1/jobs`: submit, list, show, halt, delete, and download a job's code and results."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, JSONResponse
+from starlette.background import BackgroundTask
+from starlette.datastructures import UploadFile
+
+from loom.api.auth import PlatformDep, UserDep, owned_job
+from loom.api.schemas import Created, JobAction, job_detail, job_summary
+from loom.domain.errors import ArchiveError, InvalidInput, ManifestError
+from loom.domain.manifest import load_manifest
+from loom.domain.states import JobState
+from loom.lifecycle.workspace import Workspace
+from loom.storage.archive import check_zip, zip_tree
+from loom.store import jobs as job_rows
+from loom.store.tables import User
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+async def _part(form: Any, name: str) -> bytes | None:
+    value = form.get(name)
+    if value is None:
+        return None
+    if isinstance(value, UploadFile):
+        return await value.read()
+    return str(value).encode()
+
+
+@router.post("", status_code=201, response_model=Created)
+async def submit(request: Request, loom: PlatformDep, user: UserDep) -> JSONResponse:
+    """Multipart: `manifest` (YAML) and `model_definition` (a zip of the code)."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("multipart/form-data"):
+        raise InvalidInput(
+            "send multipart/form-data with the parts `manifest` and `model_definition`"
+        )
+    limit = loom.settings.max_upload_mb * 2**20
+    async with request.form(max_part_size=limit) as form:
+        manifest_text = await _part(form, "manifest")
+        code = await _part(form, "model_definition")
+    if manifest_text is None:
+        raise ManifestError("the request has no `manifest` part", field="manifest")
+    manifest, original = load_manifest(manifest_text)
+    if code is None:
+        raise ArchiveError("the request has no `model_definition` part (a zip of the code)")
+    check_zip(code, max_unpacked=loom.settings.max_unpacked_mb * 2**20)
+    job = loom.lifecycle.submit(user, manifest, original, code)
+    location = f"/v1/jobs/{job.id}"
+    return JSONResponse({"id": job.id, "location": location}, 201, {"Location": location})
+
+
+def _states(state: list[str] | None) -> list[str]:
+    wanted = [s.strip().upper() for item in state or [] for s in item.split(",") if s.strip()]
+    for s in wanted:
+        if s not in JobState.__members__:
+            allowed = ", ".join(JobState.__members__)
+            raise InvalidInput(f"state: unknown job state {s!r}; use one of {allowed}")
+    return wanted
+
+
+@router.get("")
+def list_jobs(
+    loom: PlatformDep,
+    user: UserDep,
+    state: Annotated[list[str] | None, Query()] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    with loom.db.session() as session:
+        jobs, total = job_rows.list_jobs(
+            session, owner_id=user.id, states=_states(state), offset=offset, limit=limit
+        )
+    return {
+        "jobs": [job_summary(j) for j in jobs],
+        "total": total,
+        "offset": offset,
+        "limit": limit,
+    }
+
+
+@router.get("/{job_id}")
+def show(job_id: str, loom: PlatformDep, user: UserDep) -> Any:
+    job = owned_job(loom, user, job_id)
+    with loom.db.session() as session:
+        history = job_rows.history(session, job_id)
+        learners = job_rows.learners_of(session, job_id)
+        owner = session.get(User, job.owner_id)
+    return job_detail(job, owner.name if owner else "", history, learners)
+
+
+@router.patch("/{job_id}", status_code=202)
+def change(job_id: str, body: JobAction, loom: PlatformDep, user: UserDep) -> Any:
+    owned_job(loom, user, job_id)
+    if (body.action or body.status) is None:
+        raise InvalidInput('action: say what to do, e.g. {"action": "halt"}')
+    job = loom.lifecycle.halt(job_id)
+    return job_summary(job)
+
+
+@router.delete("/{job_id}", status_code=204)
+def delete(job_id: str, loom: PlatformDep, user: UserDep) -> None:
+    owned_job(loom, user, job_id)
+    loom.lifecycle.delete(job_id)
+
+
+@router.get("/{job_id}/definition")
+def definition(job_id: str, loom: PlatformDep, user: UserDep) -> FileResponse:
+    job = owned_job(loom, user, job_id)
+    path = loom.artifacts.path(job.code_digest)
+    return FileResponse(path, media_type="application/zip", filename=f"{job_id}-model.zip")
+
+
+@router.get("/{job_id}/results")
+def results(job_id: str, loom: PlatformDep, user: UserDep) -> FileResponse:
+    """A zip of the job's `RESULT_DIR` (its model, its learners' logs, what it wrote)."""
+    owned_job(loom, user, job_id)
+    folder = Workspace(loom.settings.jobs_dir, job_id).results
+    fd, name = tempfile.mkstemp(suffix=".zip")
+    os.close(fd)
+    target = Path(name)
+    zip_tree(folder, target)
+    return FileResponse(
+        target,
+        media_type="application/zip",
+        filename=f"{job_id}-results.zip",
+        background=BackgroundTask(target.unlink, missing_ok=True),
+    )

@@ -1,0 +1,39 @@
+"""`/v1/learner/...`: what learners' wrappers send, with a token scoped to their job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from loom.api.auth import CallerDep, PlatformDep
+from loom.api.schemas import LearnerStatusIn, LogBatchIn
+from loom.domain.errors import Forbidden, InvalidInput
+
+router = APIRouter(prefix="/v1/learner/jobs", tags=["learner"], include_in_schema=False)
+
+
+def _check_scope(who: CallerDep, job_id: str, learner_id: int, body_learner: int) -> None:
+    if who.job_scope != job_id:
+        raise Forbidden(f"this token is not for job {job_id!r}")
+    if body_learner != learner_id:
+        raise InvalidInput(f"learner: the body says {body_learner}, the path {learner_id}")
+
+
+@router.post("/{job_id}/learners/{learner_id}/logs")
+def logs(
+    job_id: str, learner_id: int, body: LogBatchIn, who: CallerDep, loom: PlatformDep
+) -> dict[str, Any]:
+    _check_scope(who, job_id, learner_id, body.learner)
+    lines = [line.model_dump() for line in body.lines]
+    count = loom.logs.ingest(job_id, body.attempt, learner_id, lines)
+    return {"accepted": count}
+
+
+@router.post("/{job_id}/learners/{learner_id}/status")
+def status(
+    job_id: str, learner_id: int, body: LearnerStatusIn, who: CallerDep, loom: PlatformDep
+) -> dict[str, Any]:
+    _check_scope(who, job_id, learner_id, body.learner)
+    loom.lifecycle.report(job_id, body.attempt, learner_id, body.model_dump(mode="json"))
+    return {"ok": True}

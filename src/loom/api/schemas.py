@@ -1,0 +1,108 @@
+"""Request and response shapes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from loom.domain.manifest import manifest_from_dict
+from loom.domain.states import JobState
+from loom.store.tables import Job, JobEvent, Learner
+
+
+def iso(at: float | None) -> str | None:
+    return datetime.fromtimestamp(at, UTC).isoformat() if at is not None else None
+
+
+class Created(BaseModel):
+    id: str
+    location: str
+
+
+class JobAction(BaseModel):
+    """`{"action": "halt"}`; FfDL's `{"status": "halt"}` is accepted too."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["halt"] | None = None
+    status: Literal["halt"] | None = None
+
+
+class UserCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
+    admin: bool = False
+
+
+class LearnerStatusIn(BaseModel):
+    attempt: int
+    learner: int
+    state: JobState
+    time: float | None = None
+    exit_code: int | None = None
+    error_code: str | None = None
+    message: str | None = None
+    last_seq: int | None = None
+
+
+class LogLineIn(BaseModel):
+    seq: int = Field(ge=1)
+    time: float
+    stream: str = "stdout"
+    text: str
+
+
+class LogBatchIn(BaseModel):
+    attempt: int
+    learner: int
+    lines: list[LogLineIn] = Field(default_factory=list, max_length=10_000)
+
+
+def job_summary(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "name": job.name,
+        "state": job.state,
+        "error_code": job.error_code,
+        "status_message": job.status_message,
+        "queue_reason": job.queue_reason if job.state == JobState.QUEUED.value else None,
+        "learners": job.learners,
+        "attempt": job.attempt,
+        "submitted_at": iso(job.submitted_at),
+        "started_at": iso(job.started_at),
+        "finished_at": iso(job.finished_at),
+    }
+
+
+def job_detail(job: Job, owner: str, history: list[JobEvent], learners: list[Learner]) -> Any:
+    original = json.loads(job.manifest)
+    manifest = manifest_from_dict(original)
+    return {
+        **job_summary(job),
+        "owner": owner,
+        "resources": {
+            "cpus": job.cpus,
+            "memory": job.memory,
+            "gpus": job.gpus,
+            "learners": job.learners,
+        },
+        "halt_requested": job.halt_requested,
+        "history": [{"state": e.state, "at": iso(e.at), "message": e.message} for e in history],
+        "learner_status": [
+            {
+                "learner": lr.learner_id,
+                "attempt": lr.attempt,
+                "state": lr.state,
+                "exit_code": lr.exit_code,
+                "error_code": lr.error_code,
+                "message": lr.message,
+                "started_at": iso(lr.started_at),
+                "finished_at": iso(lr.finished_at),
+            }
+            for lr in learners
+        ],
+        "manifest": manifest.redacted(original),
+        "code_digest": job.code_digest,
+    }

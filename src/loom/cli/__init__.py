@@ -1,0 +1,1 @@
+"""The `loom` command: Typer, one module per noun, thin over `loom.client`."""

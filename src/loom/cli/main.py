@@ -1,0 +1,25 @@
+"""The `loom` command."""
+
+from __future__ import annotations
+
+import typer
+
+from loom.cli import jobs, users
+from loom.cli.server import server
+
+app = typer.Typer(
+    help="Loom: submit, run and follow deep-learning training jobs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command()(server)
+jobs.register(app)
+app.add_typer(users.app, name="users")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""`loom server`: runs the embedded platform in this process's place.
+
+It execs `python -m loom.api` rather than importing it: the CLI reaches the platform only over
+HTTP, and the server is a different program that happens to share the package.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+
+def server(
+    host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
+    port: Annotated[int | None, typer.Option(help="port; 0 picks a free one")] = None,
+) -> None:
+    """Start the embedded platform: API and lifecycle, state under LOOM_HOME."""
+    argv = [sys.executable, "-m", "loom.api"]
+    if host is not None:
+        argv += ["--host", host]
+    if port is not None:
+        argv += ["--port", str(port)]
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)

@@ -1,0 +1,183 @@
+"""`LoomClient`: the platform's REST API as Python methods."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from loom.domain.errors import LoomError
+
+
+class ClientError(LoomError):
+    """The platform answered with an error, or could not be reached."""
+
+    def __init__(self, message: str, status: int = 0, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = code
+
+
+def _home() -> Path:
+    return Path(os.environ.get("LOOM_HOME", "~/.loom")).expanduser()
+
+
+def discover(home: Path | None = None) -> tuple[str, str | None]:
+    """The URL and token: `LOOM_URL`/`LOOM_TOKEN` if set, else what the server wrote to home."""
+    home = home or _home()
+    url = os.environ.get("LOOM_URL")
+    if not url:
+        try:
+            url = json.loads((home / "server.json").read_text())["url"]
+        except (OSError, ValueError, KeyError):
+            url = "http://127.0.0.1:8470"
+    token = os.environ.get("LOOM_TOKEN")
+    if not token:
+        try:
+            token = (home / "token").read_text().strip()
+        except OSError:
+            token = None
+    return str(url), token
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    try:
+        body = response.json()
+        message, code = body.get("error") or str(body), body.get("code")
+    except ValueError:
+        message, code = response.text or response.reason_phrase, None
+    raise ClientError(f"{message} (HTTP {response.status_code})", response.status_code, code)
+
+
+class LoomClient:
+    def __init__(self, url: str, token: str | None, *, timeout: float = 60.0) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    @classmethod
+    def from_env(cls, home: Path | None = None) -> LoomClient:
+        url, token = discover(home)
+        return cls(url, token)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> LoomClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ClientError(f"cannot reach Loom at {self.url}: {exc}") from exc
+        _raise_for(response)
+        return response
+
+    # -- jobs ------------------------------------------------------------------------------
+    def submit(self, manifest: str | bytes, code_zip: bytes) -> str:
+        files = {
+            "manifest": ("manifest.yml", manifest, "application/yaml"),
+            "model_definition": ("model.zip", code_zip, "application/zip"),
+        }
+        return str(self._request("POST", "/v1/jobs", files=files).json()["id"])
+
+    def jobs(
+        self, state: list[str] | None = None, offset: int = 0, limit: int = 50
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"offset": offset, "limit": limit}
+        if state:
+            params["state"] = state
+        result: dict[str, Any] = self._request("GET", "/v1/jobs", params=params).json()
+        return result
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/jobs/{job_id}").json()
+        return result
+
+    def halt(self, job_id: str) -> dict[str, Any]:
+        body = {"action": "halt"}
+        result: dict[str, Any] = self._request("PATCH", f"/v1/jobs/{job_id}", json=body).json()
+        return result
+
+    def delete(self, job_id: str) -> None:
+        self._request("DELETE", f"/v1/jobs/{job_id}")
+
+    def download(self, job_id: str, what: str, target: Path) -> Path:
+        """Save the job's `definition` or `results` zip to `target`."""
+        with self._http.stream("GET", f"/v1/jobs/{job_id}/{what}") as response:
+            if not response.is_success:
+                response.read()
+                _raise_for(response)
+            with target.open("wb") as out:
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+        return target
+
+    # -- logs ------------------------------------------------------------------------------
+    def logs(
+        self,
+        job_id: str,
+        *,
+        pos: int = 0,
+        pagesize: int = 100,
+        since: str | None = None,
+        learner: int | None = None,
+    ) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"pos": pos, "pagesize": pagesize}
+        if since is not None:
+            params["since"] = since
+        if learner is not None:
+            params["learner"] = learner
+        lines: list[dict[str, Any]] = self._request(
+            "GET", f"/v1/jobs/{job_id}/logs", params=params
+        ).json()["lines"]
+        return lines
+
+    def follow(
+        self, job_id: str, *, learner: int | None = None, pos: int = 0
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Server-sent events as (`line`|`end`, data) until the job ends."""
+        params: dict[str, Any] = {"follow": "true", "pos": pos, "pagesize": 10_000}
+        if learner is not None:
+            params["learner"] = learner
+        timeout = httpx.Timeout(60.0, read=None)
+        path = f"/v1/jobs/{job_id}/logs"
+        with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+            if not response.is_success:
+                response.read()
+                _raise_for(response)
+            kind, data = "message", ""
+            for raw in response.iter_lines():
+                if raw.startswith("event:"):
+                    kind = raw[6:].strip()
+                elif raw.startswith("data:"):
+                    data += raw[5:].strip()
+                elif raw == "" and data:
+                    yield kind, json.loads(data)
+                    if kind == "end":
+                        return
+                    kind, data = "message", ""
+
+    # -- users -----------------------------------------------------------------------------
+    def add_user(self, name: str, *, admin: bool = False) -> dict[str, Any]:
+        body = {"name": name, "admin": admin}
+        result: dict[str, Any] = self._request("POST", "/v1/users", json=body).json()
+        return result
+
+    def users(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._request("GET", "/v1/users").json()["users"]
+        return result
+
+    def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", "/health").json()
+        return result

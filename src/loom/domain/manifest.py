@@ -1,0 +1,328 @@
+"""The training job manifest: FfDL's fields with FfDL's meaning, plus Loom's optional keys.
+
+Strict: an unknown key or a bad value is a `ManifestError` that names the field path and the value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+from loom.domain.errors import ManifestError
+from loom.domain.resources import ResourceError, Resources, parse_memory
+
+REDACTED = "***"
+
+# Connection keys that are safe to show; every other value of a `connection` is a secret.
+PUBLIC_CONNECTION_KEYS = frozenset(
+    {"auth_url", "endpoint", "endpoint_url", "region", "type", "name", "path", "bucket"}
+)
+
+
+def _to_text(value: Any) -> Any:
+    """YAML reads `version: 1.0` as a number; FfDL meant a string."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_to_text)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Container(_Strict):
+    container: Text = Field(min_length=1)
+
+
+class DataStoreType(StrEnum):
+    """FfDL's store types and Loom's `local`; which ones can run is the platform's business."""
+
+    LOCAL = "local"
+    MOUNT_VOLUME = "mount_volume"
+    HOST_MOUNT = "host_mount"
+    S3_DATASTORE = "s3_datastore"
+    MOUNT_COS = "mount_cos"
+    SWIFT_DATASTORE = "swift_datastore"
+    INMEM_DATASTORE = "inmem_datastore"
+    SOFTLAYER_OBJECTSTORE = "softlayer_objectstore"
+    BLUEMIX_OBJECTSTORE = "bluemix_objectstore"
+
+
+class DataStore(_Strict):
+    id: Text = Field(min_length=1)
+    type: DataStoreType
+    training_data: Container | None = None
+    training_results: Container | None = None
+    connection: dict[str, Text] = Field(default_factory=dict)
+
+    def redacted(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude_none=True)
+        data["connection"] = {
+            k: (v if k in PUBLIC_CONNECTION_KEYS else REDACTED) for k, v in self.connection.items()
+        }
+        return data
+
+    @property
+    def secrets(self) -> list[str]:
+        return [v for k, v in self.connection.items() if k not in PUBLIC_CONNECTION_KEYS and v]
+
+
+class ImageLocation(_Strict):
+    registry: Text | None = None
+    namespace: Text | None = None
+    access_token: Text | None = None
+    email: Text | None = None
+
+
+class Framework(_Strict):
+    name: Text = Field(min_length=1)
+    version: Text | None = None
+    command: Text = Field(min_length=1)
+    image_tag: Text | None = None
+    image_location: ImageLocation | None = None
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        # A folded YAML block keeps the newline before a more-indented line; FfDL's manifests use
+        # such lines to continue one long command, so they are joined, not run as new commands.
+        return re.sub(r"\n[ \t]+", " ", value.strip())
+
+
+class MetricsType(StrEnum):
+    NONE = "none"
+    LOGGER = "logger"
+    REGEX_EXTRACTOR = "regex_extractor"
+    TENSORBOARD = "tensorboard"
+    EMETRICS_FILE = "emetrics_file"
+    KATIB = "katib"
+
+
+# FfDL's other spellings of the same collectors.
+_METRICS_SYNONYMS = {
+    "tensorboard_extractor": "tensorboard",
+    "optivist": "emetrics_file",
+    "file": "emetrics_file",
+    "null": "none",
+    "nil": "none",
+    "": "none",
+}
+
+
+def _metrics_type(value: Any) -> Any:
+    if value is None:
+        return "none"
+    if isinstance(value, str):
+        return _METRICS_SYNONYMS.get(value.lower(), value.lower())
+    return value
+
+
+class ValueType(StrEnum):
+    STRING = "STRING"
+    JSONSTRING = "JSONSTRING"
+    INT = "INT"
+    FLOAT = "FLOAT"
+
+
+class TypedValue(_Strict):
+    """A value of a metric point: a literal, or `$name` for a named group of the regex."""
+
+    type: ValueType = ValueType.STRING
+    value: Text
+
+
+class GroupMeta(_Strict):
+    time: Text | None = None
+    subid: Text | None = None
+
+
+class RegexGroup(_Strict):
+    regex: Text = Field(min_length=1)
+    meta: GroupMeta = Field(default_factory=GroupMeta)
+    scalars: dict[str, TypedValue] | None = None
+    values: dict[str, TypedValue] | None = None
+    etimes: dict[str, TypedValue] | None = None
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        # FfDL's macros (%{FLOAT:name}) are expanded by the collector; here only the shape matters.
+        probe = re.sub(r"%\{[A-Z_]+(?::\w+)?\}", "x", value)
+        probe = re.sub(r"\$\w+", "x", probe)
+        try:
+            re.compile(probe)
+        except re.error as exc:
+            raise ValueError(f"is not a valid regular expression: {exc}") from exc
+        return value
+
+
+class EvaluationMetrics(_Strict):
+    type: Annotated[MetricsType, BeforeValidator(_metrics_type)] = MetricsType.NONE
+    in_: Text | None = Field(default=None, alias="in")
+    image_tag: Text | None = None
+    event_types: list[Text] | None = Field(default=None, alias="eventTypes")
+    line_lookahead: int | None = Field(default=None, ge=1)
+    linelookahead: int | None = Field(default=None, ge=1)
+    eval_metric: Text | None = None
+    file: Text | None = None
+    groups: dict[str, RegexGroup] | None = None
+
+    @property
+    def lookahead(self) -> int:
+        return self.line_lookahead or self.linelookahead or 4
+
+
+class RestartPolicy(StrEnum):
+    NEVER = "Never"
+    ON_FAILURE = "OnFailure"
+    EXIT_CODE = "ExitCode"
+
+
+def _memory(value: Any) -> int:
+    try:
+        return parse_memory(value)
+    except ResourceError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+Memory = Annotated[int, BeforeValidator(_memory)]
+
+
+class Manifest(_Strict):
+    """A training job as FfDL described it. Resources are per learner."""
+
+    name: Text = Field(min_length=1, max_length=200)
+    description: Text = ""
+    version: Text = "1.0"
+    gpus: int = Field(default=0, ge=0)
+    gpu_type: Text | None = None
+    cpus: float = Field(default=1.0, gt=0)
+    memory: Memory = Field(default=parse_memory("1GiB"))
+    storage: Memory | None = None
+    learners: int = Field(default=1, ge=1, le=256)
+    data_stores: list[DataStore] = Field(default_factory=list)
+    framework: Framework
+    evaluation_metrics: EvaluationMetrics | None = None
+    # Loom's additions, all optional.
+    priority: int = 0
+    restart_policy: RestartPolicy = RestartPolicy.NEVER
+    max_restarts: int = Field(default=0, ge=0, le=100)
+    model_name: Text | None = None
+    framework_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _whole_gpus(cls, value: Any) -> Any:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError("GPUs are given whole; use an integer")
+        return value
+
+    @field_validator("data_stores")
+    @classmethod
+    def _unique_store_ids(cls, value: list[DataStore]) -> list[DataStore]:
+        ids = [store.id for store in value]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"data store ids must be unique, {dupes[0]!r} appears twice")
+        return value
+
+    @property
+    def per_learner(self) -> Resources:
+        return Resources(cpus=self.cpus, memory=self.memory, gpus=self.gpus)
+
+    @property
+    def total(self) -> Resources:
+        return self.per_learner.times(self.learners)
+
+    @property
+    def secrets(self) -> list[str]:
+        found = [s for store in self.data_stores for s in store.secrets]
+        location = self.framework.image_location
+        if location is not None and location.access_token:
+            found.append(location.access_token)
+        return found
+
+    def redacted(self, original: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The manifest as JSON (the user's own mapping if given), every secret as `***`."""
+        data: dict[str, Any]
+        if original is not None:
+            data = json.loads(json.dumps(original, default=str))
+        else:
+            data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data["data_stores"] = [store.redacted() for store in self.data_stores]
+        location = (data.get("framework") or {}).get("image_location")
+        if isinstance(location, dict) and location.get("access_token"):
+            location["access_token"] = REDACTED
+        if not data["data_stores"] and original is not None and "data_stores" not in original:
+            del data["data_stores"]
+        return data
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + ("in" if part == "in_" else str(part))
+    return path
+
+
+def _describe(error: Any) -> tuple[str, str]:
+    loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
+    field = _field_path(loc)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return field, f"unknown field `{field}` (value {error['input']!r})"
+    if kind == "missing":
+        return field, f"field `{field}` is required"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    shown = repr(error["input"])
+    if shown in message:
+        return field, f"field `{field}`: {message}"
+    return field, f"field `{field}`: {message}, got {shown}"
+
+
+def load_manifest(text: str | bytes) -> tuple[Manifest, dict[str, Any]]:
+    """Parse and validate a YAML manifest: the model, and the mapping as the user wrote it
+    (what the platform stores, so that `1Gb` stays `1Gb`). Raises `ManifestError`."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"the manifest is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ManifestError(f"the manifest must be a YAML mapping, got {type(data).__name__}")
+    return manifest_from_dict(data), data
+
+
+def parse_manifest(text: str | bytes) -> Manifest:
+    """Parse and validate a YAML manifest; raises `ManifestError` naming the first bad field."""
+    return load_manifest(text)[0]
+
+
+def manifest_from_dict(data: dict[str, Any]) -> Manifest:
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        field, message = _describe(exc.errors()[0])
+        others = exc.error_count() - 1
+        if others:
+            message += f" (and {others} more problem{'s' if others > 1 else ''})"
+        raise ManifestError(message, field=field) from exc

@@ -1,0 +1,1 @@
+"""Launchers: how learners are started, watched and stopped. The lifecycle decides when."""

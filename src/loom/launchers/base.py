@@ -1,0 +1,59 @@
+"""The launcher interface: a few methods, one in-memory fake beside the real engines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from loom.domain.resources import Resources
+
+
+@dataclass(frozen=True)
+class LearnerLaunch:
+    """One learner to start: where it lives, the wrapper's spec and its job-scoped token."""
+
+    handle: str
+    spec: dict[str, Any]
+    token: str = field(repr=False)
+
+
+class Liveness(StrEnum):
+    NOT_STARTED = "not_started"
+    RUNNING = "running"
+    EXITED = "exited"
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class LearnerStatus:
+    """What the launcher knows of one learner; `report` is the wrapper's last status, if any."""
+
+    liveness: Liveness
+    report: dict[str, Any] | None = None
+
+
+class Launcher(Protocol):
+    name: str
+
+    def capacity(self) -> Resources:
+        """What this launcher can run at once."""
+        ...
+
+    def launch(self, learners: list[LearnerLaunch]) -> None:
+        """Start all learners of one job attempt; raises `LaunchError` if it cannot."""
+        ...
+
+    def status(self, handle: str) -> LearnerStatus:
+        """Where one learner is; cheap enough to call every few seconds."""
+        ...
+
+    def terminate(self, handle: str, grace_s: float) -> None:
+        """Ask a learner to stop, and make sure it has after `grace_s` seconds."""
+        ...
+
+    def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
+        """The log lines a learner spooled, where the launcher can read them (else empty)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,184 @@
+"""The local launcher: each learner is a wrapper process in its own session on this machine.
+
+A learner outlives the platform process. Its handle is its folder: the launcher writes
+`pid.json` there when it starts the wrapper, and the wrapper keeps `status.json` current, so a
+restarted platform finds every learner again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from loom.domain.errors import LaunchError
+from loom.domain.resources import Resources, parse_memory
+from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
+from loom.learner.shipper import read_spool
+
+FINAL = {"COMPLETED", "FAILED", "HALTED"}
+
+
+def detect_gpus() -> int:
+    """GPUs on this machine, counted with `nvidia-smi` when it is there."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+class LocalLauncher:
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        cpus: float | None = None,
+        memory: str | None = None,
+        gpus: int | None = None,
+        python: str | None = None,
+    ) -> None:
+        self._capacity = Resources(
+            cpus=cpus if cpus is not None else float(os.cpu_count() or 1),
+            memory=parse_memory(memory) if memory else psutil.virtual_memory().total,
+            gpus=gpus if gpus is not None else detect_gpus(),
+        )
+        self._python = python or sys.executable
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+
+    def capacity(self) -> Resources:
+        return self._capacity
+
+    def launch(self, learners: list[LearnerLaunch]) -> None:
+        for learner in learners:
+            self._start(learner)
+
+    def _start(self, learner: LearnerLaunch) -> None:
+        folder = Path(learner.handle)
+        folder.mkdir(parents=True, exist_ok=True)
+        spec_file = folder / "spec.json"
+        spec_file.write_text(json.dumps(learner.spec))
+        try:
+            with (folder / "wrapper.log").open("ab") as log:
+                child = subprocess.Popen(
+                    [self._python, "-m", "loom.learner", str(spec_file)],
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=folder,
+                    start_new_session=True,
+                    env={k: v for k, v in os.environ.items() if not k.startswith("LOOM_")},
+                )
+        except OSError as exc:
+            raise LaunchError(f"could not start a learner process: {exc}") from exc
+        assert child.stdin is not None
+        child.stdin.write(learner.token.encode() + b"\n")
+        child.stdin.close()
+        with self._lock:
+            self._children[child.pid] = child
+        created = _create_time(child.pid)
+        _write_json(folder / "pid.json", {"pid": child.pid, "create_time": created})
+
+    def _alive(self, pid: int, created: float | None) -> bool:
+        with self._lock:
+            child = self._children.get(pid)
+        if child is not None:
+            if child.poll() is None:
+                return True
+            with self._lock:
+                self._children.pop(pid, None)
+            return False
+        try:
+            process = psutil.Process(pid)
+            if created is not None and abs(process.create_time() - created) > 1.0:
+                return False  # the pid was reused by another process
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def status(self, handle: str) -> LearnerStatus:
+        folder = Path(handle)
+        started = _read_json(folder / "pid.json")
+        report = _read_json(folder / "status.json")
+        if started is None:
+            return LearnerStatus(Liveness.NOT_STARTED, report)
+        if self._alive(int(started["pid"]), started.get("create_time")):
+            return LearnerStatus(Liveness.RUNNING, report)
+        if report is not None and report.get("state") in FINAL:
+            return LearnerStatus(Liveness.EXITED, report)
+        return LearnerStatus(Liveness.LOST, report)
+
+    def terminate(self, handle: str, grace_s: float) -> None:
+        folder = Path(handle)
+        started = _read_json(folder / "pid.json")
+        if started is None:
+            return
+        pid = int(started["pid"])
+        if not self._alive(pid, started.get("create_time")):
+            return
+        _signal(pid, signal.SIGTERM)
+        timer = threading.Timer(grace_s + 5.0, self._kill, args=(folder, pid))
+        timer.daemon = True
+        timer.start()
+
+    def _kill(self, folder: Path, pid: int) -> None:
+        """The wrapper did not stop in time: kill it and the learner's process group."""
+        report = _read_json(folder / "status.json") or {}
+        if report.get("child_pgid"):
+            with suppress(OSError):
+                os.killpg(int(report["child_pgid"]), signal.SIGKILL)
+        _signal(pid, signal.SIGKILL)
+        with self._lock:
+            child = self._children.pop(pid, None)
+        if child is not None:
+            child.wait(timeout=5)
+
+    def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
+        return read_spool(Path(handle) / "spool.jsonl")
+
+    def close(self) -> None:
+        """Learners keep running; only reap what has already ended."""
+        with self._lock:
+            for child in self._children.values():
+                child.poll()
+
+
+def _signal(pid: int, sig: int) -> None:
+    with suppress(OSError):
+        os.kill(pid, sig)
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)

@@ -1,0 +1,229 @@
+"""Ships a learner's log lines and status to the platform: spool first, send in batches, resend.
+
+Every line goes to the spool file before it is sent. Lines stay pending until the API has accepted
+them; the API de-duplicates on (job, attempt, learner, seq): a resend after an outage is harmless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import socket
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
+BATCH = 2000
+TAIL = 20
+HEARTBEAT_S = 10.0
+
+
+class Api:
+    """A keep-alive HTTP/1.1 connection to the platform, re-resolved when it goes away.
+
+    Plain sockets rather than `http.client`: that module's imports alone cost the wrapper ~40 ms
+    of start-up, which is most of the platform's overhead on a short job.
+    """
+
+    def __init__(self, url: str, token: str, server_file: Path | None) -> None:
+        self.url = url
+        self._token = token
+        self._server_file = server_file
+        self._sock: socket.socket | None = None
+        self._reader: BinaryIO | None = None
+
+    def _address(self) -> tuple[str, int]:
+        rest = self.url.split("://", 1)[-1].split("/", 1)[0]
+        host, _, port = rest.rpartition(":")
+        return (host.strip("[]") or "127.0.0.1", int(port or 80))
+
+    def _connect(self) -> tuple[socket.socket, BinaryIO]:
+        if self._sock is None or self._reader is None:
+            self._sock = socket.create_connection(self._address(), timeout=30)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._reader = self._sock.makefile("rb")
+        return self._sock, self._reader
+
+    def _rediscover(self) -> None:
+        """After a failure: the platform may have come back on another address."""
+        self.close()
+        if self._server_file is None:
+            return
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            self.url = json.loads(self._server_file.read_text())["url"]
+
+    def post(self, path: str, body: dict[str, Any]) -> bool:
+        """True when the API took the request; False when it is worth sending again later."""
+        data = json.dumps(body).encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: loom\r\nAuthorization: Bearer {self._token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        )
+        try:
+            sock, reader = self._connect()
+            sock.sendall(head.encode() + data)
+            status, closing = _read_response(reader)
+        except (OSError, ValueError):
+            self._rediscover()
+            return False
+        if closing:
+            self.close()
+        # A server error or throttling is worth another try; any other answer is final.
+        return status < 500 and status != 429
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = self._reader = None
+
+
+def _read_response(reader: BinaryIO) -> tuple[int, bool]:
+    """Read one response, discarding its body: its status, and whether the server closes."""
+    status_line = reader.readline()
+    if not status_line:
+        raise ValueError("connection closed")
+    status = int(status_line.split()[1])
+    length, chunked, closing = 0, False, False
+    while (line := reader.readline()) not in (b"\r\n", b"\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        name, value = name.strip().lower(), value.strip().lower()
+        if name == "content-length":
+            length = int(value)
+        elif name == "transfer-encoding":
+            chunked = "chunked" in value
+        elif name == "connection":
+            closing = value == "close"
+    if chunked:
+        while (size := int(reader.readline().split(b";")[0], 16)) > 0:
+            reader.read(size + 2)
+        reader.readline()
+    elif length:
+        reader.read(length)
+    return status, closing
+
+
+class Shipper:
+    """Numbers lines, spools them, and sends them from a background thread."""
+
+    def __init__(self, api: Api, base_path: str, spool: Path, attempt: int, learner: int) -> None:
+        self.api = api
+        self.base_path = base_path
+        self.attempt = attempt
+        self.learner = learner
+        self.tail: deque[str] = deque(maxlen=TAIL)
+        self.seq = 0
+        self._queue: queue.Queue[tuple[str, str, float] | None] = queue.Queue()
+        self._pending: deque[dict[str, Any]] = deque()
+        self._spool = spool.open("a", encoding="utf-8")
+        self._last_time = 0.0
+        self._thread = threading.Thread(target=self._run, name="shipper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, stream: str, text: str) -> None:
+        """Called from reader threads for every line the learner prints."""
+        self._queue.put((stream, text, time.time()))
+
+    def _take(self, block: bool) -> bool:
+        """Move queued lines into the spool and the pending list; False once closed."""
+        try:
+            item = self._queue.get(timeout=1.0) if block else self._queue.get_nowait()
+        except queue.Empty:
+            return True
+        open_ = True
+        while True:
+            if item is None:
+                open_ = False
+            else:
+                self._record(*item)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+        self._spool.flush()
+        return open_
+
+    def _record(self, stream: str, text: str, at: float) -> None:
+        self.seq += 1
+        self._last_time = max(self._last_time, at)  # monotonic per learner
+        line = {"seq": self.seq, "time": self._last_time, "stream": stream, "text": text}
+        self._spool.write(json.dumps(line) + "\n")
+        self._pending.append(line)
+        self.tail.append(text)
+
+    def _send(self) -> bool:
+        while self._pending:
+            batch = [self._pending[i] for i in range(min(BATCH, len(self._pending)))]
+            body = {"attempt": self.attempt, "learner": self.learner, "lines": batch}
+            if not self.api.post(self.base_path + "/logs", body):
+                return False
+            for _ in batch:
+                self._pending.popleft()
+        return True
+
+    def _run(self) -> None:
+        backoff, open_, last_contact = 0.0, True, time.monotonic()
+        while open_ or self._pending:
+            if open_:
+                open_ = self._take(block=not self._pending)
+            if self._pending:
+                if self._send():
+                    backoff, last_contact = 0.0, time.monotonic()
+                else:
+                    backoff = min(max(backoff * 2, 0.1), 2.0)
+                    time.sleep(backoff)
+            elif time.monotonic() - last_contact > HEARTBEAT_S and self._heartbeat():
+                last_contact = time.monotonic()
+
+    def _heartbeat(self) -> bool:
+        body = {"attempt": self.attempt, "learner": self.learner, "lines": []}
+        return self.api.post(self.base_path + "/logs", body)
+
+    def close(self, deadline_s: float) -> bool:
+        """Stop taking lines and wait until all are sent; False if the deadline passed first."""
+        self._queue.put(None)
+        self._thread.join(timeout=deadline_s)
+        self._spool.close()
+        return not self._thread.is_alive()
+
+    def report(self, status: dict[str, Any], deadline_s: float) -> bool:
+        """Send a status change, retrying until the deadline."""
+        body = {"attempt": self.attempt, "learner": self.learner, **status}
+        end, backoff = time.monotonic() + deadline_s, 0.1
+        while True:
+            if self.api.post(self.base_path + "/status", body):
+                return True
+            if time.monotonic() + backoff > end:
+                return False
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+
+def read_spool(path: Path) -> list[dict[str, Any]]:
+    """The lines of a spool file; a torn last line (a crash mid-write) is skipped."""
+    lines: list[dict[str, Any]] = []
+    if not path.exists():
+        return lines
+    with path.open(encoding="utf-8") as spool:
+        for raw in spool:
+            try:
+                lines.append(json.loads(raw))
+            except ValueError:
+                continue
+    return lines
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)

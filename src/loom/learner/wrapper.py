@@ -1,0 +1,235 @@
+"""Runs one learner: workspace, data, environment, the user's command, results and status.
+
+The spec (a JSON file written by the launcher) holds no secret; the job-scoped token arrives on
+standard input and never reaches the learner's environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loom.learner.shipper import Api, Shipper, write_json_atomic
+
+if TYPE_CHECKING:
+    from typing import IO, Any
+
+# FfDL's error codes, as plain strings: the wrapper stays free of the domain's imports.
+LEARNER_FAILED = "C201"
+LOAD_MODEL = "S301"
+LOAD_DATA = "S302"
+STORE_RESULTS = "S303"
+
+LOCAL_STORE_TYPES = {"local", "mount_volume", "host_mount"}
+
+
+class StepFailed(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Learner:
+    def __init__(self, spec: dict[str, Any], token: str) -> None:
+        self.spec = spec
+        self.dirs = {k: Path(v) for k, v in spec["dirs"].items()}
+        self.status_file = Path(spec["status_file"])
+        home = spec.get("home")
+        api = Api(spec["api_url"], token, Path(home) / "server.json" if home else None)
+        base = f"/v1/learner/jobs/{spec['job_id']}/learners/{spec['learner_id']}"
+        self.shipper = Shipper(
+            api, base, Path(spec["spool_file"]), spec["attempt"], spec["learner_id"]
+        )
+        self.retry_s = float(spec.get("retry_s", 600))
+        self.child: subprocess.Popen[bytes] | None = None
+        self.halting = False
+
+    # -- status -----------------------------------------------------------------------------
+    def set_state(self, state: str, **extra: Any) -> None:
+        status = {"state": state, "time": time.time(), "pid": os.getpid(), **extra}
+        if self.child is not None:
+            status["child_pgid"] = self.child.pid
+        status["last_seq"] = self.shipper.seq
+        write_json_atomic(self.status_file, status)
+        self.shipper.report(status, deadline_s=self.retry_s if _final(state) else 5.0)
+
+    # -- steps ------------------------------------------------------------------------------
+    def download(self) -> None:
+        import zipfile
+
+        for path in self.dirs.values():
+            path.mkdir(parents=True, exist_ok=True)
+        try:
+            with zipfile.ZipFile(self.spec["code_zip"]) as archive:
+                archive.extractall(self.dirs["MODEL_DIR"])
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise StepFailed(LOAD_MODEL, f"could not unpack the model definition: {exc}") from exc
+        for store in self.spec.get("data_stores", []):
+            self._check_store(store)
+
+    def _check_store(self, store: dict[str, Any]) -> None:
+        if store["type"] not in LOCAL_STORE_TYPES:
+            raise StepFailed(
+                LOAD_DATA,
+                f"data store {store['id']!r} of type {store['type']!r} is not supported by this "
+                f"platform yet; use a local or mount_volume store",
+            )
+        data = store.get("data_dir")
+        if data and not Path(data).is_dir():
+            raise StepFailed(
+                LOAD_DATA, f"data store {store['id']!r}: training data folder {data} does not exist"
+            )
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
+        env.update({k: str(v) for k, v in self.dirs.items()})
+        env.update(self.spec.get("env", {}))
+        shims = self.dirs["JOB_STATE_DIR"] / f".bin-{self.spec['learner_id']}"
+        _python_shims(shims, self.spec.get("python") or sys.executable)
+        env["PATH"] = f"{shims}{os.pathsep}{env.get('PATH', '')}"
+        model_dir = str(self.dirs["MODEL_DIR"])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (model_dir, env.get("PYTHONPATH")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def process(self) -> int:
+        self.child = subprocess.Popen(
+            self.spec["command"],
+            shell=True,
+            executable="/bin/bash",
+            cwd=self.dirs["MODEL_DIR"],
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        readers = [
+            threading.Thread(target=self._read, args=(self.child.stdout, "stdout"), daemon=True),
+            threading.Thread(target=self._read, args=(self.child.stderr, "stderr"), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        self.set_state("PROCESSING")
+        code = self.child.wait()
+        for reader in readers:
+            reader.join()
+        return code
+
+    def _read(self, pipe: IO[bytes] | None, stream: str) -> None:
+        assert pipe is not None
+        for raw in pipe:
+            self.shipper.put(stream, raw.decode("utf-8", "replace").rstrip("\r\n"))
+        pipe.close()
+
+    def store(self) -> None:
+        import shutil
+
+        results = self.dirs["RESULT_DIR"]
+        logs = results / f"learner-{self.spec['learner_id']}"
+        try:
+            logs.mkdir(parents=True, exist_ok=True)
+            _render_log(Path(self.spec["spool_file"]), logs / "training-log.txt")
+            for store in self.spec.get("data_stores", []):
+                target = store.get("results_dir")
+                if target:
+                    shutil.copytree(results, Path(target), dirs_exist_ok=True)
+        except OSError as exc:
+            raise StepFailed(STORE_RESULTS, f"could not store the results: {exc}") from exc
+
+    # -- halt -------------------------------------------------------------------------------
+    def halt(self, grace: float) -> None:
+        """SIGTERM to the learner's process group, then SIGKILL after the grace period."""
+        self.halting = True
+        if self.child is None or self.child.poll() is not None:
+            return
+        _signal_group(self.child.pid, signal.SIGTERM)
+
+        def _kill_later() -> None:
+            time.sleep(grace)
+            if self.child is not None:
+                _signal_group(self.child.pid, signal.SIGKILL)
+
+        threading.Thread(target=_kill_later, daemon=True).start()
+
+    # -- the whole run ----------------------------------------------------------------------
+    def run(self) -> int:
+        self.shipper.start()
+        try:
+            self.set_state("DOWNLOADING")
+            self.download()
+            code = self.process()
+            if self.halting:
+                return self._finish("HALTED", message="halted by request")
+            self.set_state("STORING", exit_code=code)
+            self.store()
+        except StepFailed as exc:
+            return self._finish("FAILED", error_code=exc.code, message=exc.message)
+        if code != 0:
+            return self._finish(
+                "FAILED", exit_code=code, error_code=LEARNER_FAILED, message=self._crash(code)
+            )
+        return self._finish("COMPLETED", exit_code=0)
+
+    def _crash(self, code: int) -> str:
+        how = f"exit code {code}"
+        if code < 0:
+            how = f"signal {signal.Signals(-code).name}"
+        tail = "\n".join(self.shipper.tail)
+        return (
+            f"learner {self.spec['learner_id']} terminated with an error ({how}); "
+            f"last lines:\n{tail}"
+        )
+
+    def _finish(self, state: str, **extra: Any) -> int:
+        if "exit_code" in extra and extra["exit_code"] is not None and extra["exit_code"] < 0:
+            extra["exit_code"] = 128 - extra["exit_code"]
+        self.shipper.close(deadline_s=self.retry_s)
+        self.set_state(state, **extra)
+        return 0 if state == "COMPLETED" else 1
+
+
+def _final(state: str) -> bool:
+    return state in ("COMPLETED", "FAILED", "HALTED")
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _python_shims(folder: Path, python: str) -> None:
+    """`python` and `python3` in the learner's PATH run the interpreter Loom runs under."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("python", "python3"):
+        shim = folder / name
+        shim.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
+        shim.chmod(0o755)
+
+
+def _render_log(spool: Path, target: Path) -> None:
+    with spool.open(encoding="utf-8") as source, target.open("w", encoding="utf-8") as out:
+        for raw in source:
+            try:
+                out.write(json.loads(raw)["text"] + "\n")
+            except (ValueError, KeyError):
+                continue
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text())
+    token = sys.stdin.readline().strip()
+    learner = Learner(spec, token)
+    grace = float(spec.get("halt_grace_s", 10))
+    signal.signal(signal.SIGTERM, lambda *_: learner.halt(grace))
+    signal.signal(signal.SIGINT, lambda *_: learner.halt(grace))
+    return learner.run()

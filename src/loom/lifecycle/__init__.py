@@ -1,0 +1,1 @@
+"""The lifecycle: admits, queues, launches, watches, halts and reconciles jobs."""

@@ -1,0 +1,399 @@
+"""The lifecycle manager: one thread that admits queued jobs and follows running ones.
+
+It is woken by events (a submission, a learner's report, a halt) and, as a safety net, every
+`watchdog_interval_s` to notice learners that died without a word. Every change of a job's state
+happens under one lock, through `_transition`, which stores it in the job's history.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from loom.domain.errors import Conflict, ErrorCode, LaunchError
+from loom.domain.manifest import Manifest, manifest_from_dict
+from loom.domain.resources import Resources
+from loom.domain.states import (
+    HALTABLE_STATES,
+    RUNNING_STATES,
+    TERMINAL_STATES,
+    JobState,
+    aggregate,
+    can_transition,
+)
+from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
+from loom.lifecycle.scheduler import QueuedJob, Verdict, plan
+from loom.lifecycle.workspace import Workspace, free_port, learner_spec
+from loom.settings import Settings
+from loom.storage.artifacts import ArtifactStore
+from loom.store import jobs as job_rows
+from loom.store import logs as log_rows
+from loom.store import users as user_rows
+from loom.store.db import Database
+from loom.store.tables import Job, Learner, User
+from loom.tds.logs import LogService
+from loom.tds.signals import JobSignals
+
+_ID_CHARS = string.ascii_lowercase + string.digits
+
+
+def new_job_id() -> str:
+    return "training-" + "".join(secrets.choice(_ID_CHARS) for _ in range(10))
+
+
+class LifecycleManager:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        launcher: Launcher,
+        artifacts: ArtifactStore,
+        logs: LogService,
+        signals: JobSignals,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.launcher = launcher
+        self.artifacts = artifacts
+        self.logs = logs
+        self.signals = signals
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._changed: set[str] = set()
+
+    # -- running -----------------------------------------------------------------------------
+    def start(self) -> None:
+        self.reconcile()
+        self._thread = threading.Thread(target=self._loop, name="lifecycle", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.launcher.close()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.settings.watchdog_interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.step()
+            except Exception:  # the loop must survive anything; the error is logged
+                import logging
+
+                logging.getLogger("loom.lifecycle").exception("lifecycle step failed")
+
+    def step(self) -> None:
+        """Follow running jobs, then start what fits."""
+        with self._lock:
+            with self._session() as session:
+                self._watch(session)
+                batches = self._schedule(session)
+            for job_id, launches in batches:
+                self._launch(job_id, launches)
+
+    def reconcile(self) -> None:
+        """After a restart: find every unfinished job's learners again, or queue it again."""
+        with self._lock, self._session() as session:
+            for job in job_rows.jobs_in_states(session, RUNNING_STATES):
+                learners = self._current(session, job)
+                statuses = [self.launcher.status(lr.handle) for lr in learners]
+                if not learners or any(s.liveness == Liveness.NOT_STARTED for s in statuses):
+                    self._requeue(session, job, learners)
+            self._watch(session)
+        self.wake()
+
+    # -- what the API asks -------------------------------------------------------------------
+    def submit(self, owner: User, manifest: Manifest, original: dict[str, Any], code: bytes) -> Job:
+        """Queue a job; `original` is the manifest mapping as the user wrote it."""
+        digest = self.artifacts.put(code)
+        per = manifest.per_learner
+        job = Job(
+            id=new_job_id(),
+            owner_id=owner.id,
+            name=manifest.name,
+            state=JobState.QUEUED.value,
+            error_code=None,
+            status_message="",
+            queue_reason="waiting for the scheduler",
+            manifest=json.dumps(original, default=str),
+            code_digest=digest,
+            priority=manifest.priority,
+            learners=manifest.learners,
+            cpus=per.cpus,
+            memory=per.memory,
+            gpus=per.gpus,
+            attempt=0,
+            halt_requested=False,
+            submitted_at=time.time(),
+        )
+        with self._session() as session:
+            job_rows.add_job(session, job)
+        self.wake()
+        return job
+
+    def halt(self, job_id: str) -> Job:
+        with self._lock, self._session() as session:
+            job = self._job(session, job_id)
+            state = JobState(job.state)
+            if state not in HALTABLE_STATES:
+                raise Conflict(f"job {job_id} is {state.value}; only a queued or running job halts")
+            if state == JobState.QUEUED:
+                self._transition(session, job, JobState.HALTED, "halted by request")
+                return job
+            job.halt_requested = True
+            job.status_message = "halting"
+            for learner in self._current(session, job):
+                if learner.state not in TERMINAL_STATES:
+                    self.launcher.terminate(learner.handle, self.settings.halt_grace_s)
+            return job
+
+    def delete(self, job_id: str) -> None:
+        """Stop the job if it runs, then remove it, its logs and its files."""
+        with self._lock, self._session() as session:
+            job = self._job(session, job_id)
+            if JobState(job.state) in RUNNING_STATES:
+                for learner in self._current(session, job):
+                    self.launcher.terminate(learner.handle, 0.0)
+            job_rows.delete_job(session, job_id)
+        Workspace(self.settings.jobs_dir, job_id).remove()
+        self.signals.notify(job_id)
+        self.wake()
+
+    def report(self, job_id: str, attempt: int, learner_id: int, report: dict[str, Any]) -> None:
+        """A learner's wrapper says where it is."""
+        with self._lock, self._session() as session:
+            job = self._job(session, job_id)
+            learner = job_rows.get_learner(session, job_id, attempt, learner_id)
+            if learner is None:
+                raise Conflict(f"job {job_id} has no learner {learner_id} in attempt {attempt}")
+            self._apply(session, job, learner, report)
+        self.wake()
+
+    # -- inside ------------------------------------------------------------------------------
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        """A transaction; followers of the jobs it changed are woken once it has committed."""
+        with self.db.session() as session:
+            yield session
+        changed, self._changed = self._changed, set()
+        for job_id in changed:
+            self.signals.notify(job_id)
+
+    def _job(self, session: Session, job_id: str) -> Job:
+        job = job_rows.get_job(session, job_id, lock=True)
+        if job is None:
+            from loom.domain.errors import NotFound
+
+            raise NotFound(f"no job {job_id!r}")
+        return job
+
+    def _current(self, session: Session, job: Job) -> list[Learner]:
+        return job_rows.learners_of(session, job.id, job.attempt)
+
+    def _transition(
+        self,
+        session: Session,
+        job: Job,
+        new: JobState,
+        message: str = "",
+        error_code: str | None = None,
+    ) -> bool:
+        if not can_transition(JobState(job.state), new):
+            return False
+        job.state = new.value
+        if message:
+            job.status_message = message
+        if error_code:
+            job.error_code = error_code
+        now = time.time()
+        if new in TERMINAL_STATES:
+            job.finished_at = now
+            job.queue_reason = ""
+        job_rows.record_event(session, job, new.value, message)
+        self._changed.add(job.id)
+        return True
+
+    def _apply(self, session: Session, job: Job, learner: Learner, report: dict[str, Any]) -> None:
+        try:
+            new = JobState(str(report.get("state")))
+        except ValueError:
+            return
+        old = JobState(learner.state)
+        if old in TERMINAL_STATES or not can_transition(old, new):
+            return
+        if new in TERMINAL_STATES:
+            self._backfill(session, job, learner, int(report.get("last_seq") or 0))
+            learner.finished_at = time.time()
+        learner.state = new.value
+        if report.get("exit_code") is not None:
+            learner.exit_code = int(report["exit_code"])
+        learner.error_code = report.get("error_code") or learner.error_code
+        learner.message = str(report.get("message") or learner.message or "")
+        if learner.attempt == job.attempt:
+            self._follow_learners(session, job)
+
+    def _backfill(self, session: Session, job: Job, learner: Learner, last_seq: int) -> None:
+        stored = log_rows.last_seq(session, job.id, learner.attempt, learner.learner_id)
+        if last_seq and stored >= last_seq:
+            return
+        lines = self.launcher.spooled_lines(learner.handle)
+        if lines:
+            session.flush()
+            self.logs.backfill(job.id, learner.attempt, learner.learner_id, lines)
+
+    def _follow_learners(self, session: Session, job: Job) -> None:
+        """Move the job to where its gang of learners is."""
+        learners = self._current(session, job)
+        states = [JobState(lr.state) for lr in learners]
+        new = aggregate(states)
+        if job.halt_requested and all(s in TERMINAL_STATES for s in states):
+            new = JobState.HALTED
+        if new is None or new.value == job.state:
+            return
+        if new == JobState.FAILED:
+            failed = next(lr for lr in learners if lr.state == JobState.FAILED.value)
+            self._transition(session, job, new, failed.message, failed.error_code)
+            for other in learners:
+                if other.state not in TERMINAL_STATES:
+                    self.launcher.terminate(other.handle, self.settings.halt_grace_s)
+            return
+        messages = {
+            JobState.HALTED: "halted by request",
+            JobState.COMPLETED: "all learners completed",
+        }
+        self._transition(session, job, new, messages.get(new, ""))
+
+    def _watch(self, session: Session) -> None:
+        for job in job_rows.jobs_in_states(session, RUNNING_STATES):
+            for learner in self._current(session, job):
+                if learner.state in TERMINAL_STATES:
+                    continue
+                status = self.launcher.status(learner.handle)
+                self._apply(session, job, learner, self._as_report(job, learner, status))
+
+    def _as_report(self, job: Job, learner: Learner, status: LearnerStatus) -> dict[str, Any]:
+        if status.liveness in (Liveness.RUNNING, Liveness.EXITED) and status.report:
+            return status.report
+        if status.liveness in (Liveness.LOST, Liveness.NOT_STARTED):
+            if job.halt_requested:
+                return {"state": JobState.HALTED.value, "message": "halted by request"}
+            return {
+                "state": JobState.FAILED.value,
+                "error_code": ErrorCode.LEARNER_LOST.value,
+                "message": f"learner {learner.learner_id} ended without reporting an outcome "
+                "(was its process killed?)",
+            }
+        return {}
+
+    def _requeue(self, session: Session, job: Job, learners: list[Learner]) -> None:
+        for learner in learners:
+            self.launcher.terminate(learner.handle, 0.0)
+            learner.state = JobState.FAILED.value
+            learner.message = "never started: the platform stopped while launching it"
+        job.queue_reason = "queued again: the platform restarted while launching it"
+        self._transition(session, job, JobState.QUEUED, job.queue_reason)
+
+    def _schedule(self, session: Session) -> list[tuple[str, list[LearnerLaunch]]]:
+        queued = job_rows.jobs_in_states(session, [JobState.QUEUED.value])
+        if not queued:
+            return []
+        running = job_rows.jobs_in_states(session, RUNNING_STATES)
+        in_use = sum(
+            (Resources(j.cpus, j.memory, j.gpus).times(j.learners) for j in running), Resources()
+        )
+        candidates = [
+            QueuedJob(j.id, Resources(j.cpus, j.memory, j.gpus), j.learners) for j in queued
+        ]
+        by_id = {j.id: j for j in queued}
+        batches = []
+        for decision in plan(candidates, self.launcher.capacity(), in_use):
+            job = by_id[decision.job_id]
+            if decision.verdict == Verdict.START:
+                batches.append((job.id, self._admit(session, job)))
+            elif decision.verdict == Verdict.NEVER:
+                code = ErrorCode.INSUFFICIENT_RESOURCES.value
+                self._transition(session, job, JobState.FAILED, decision.reason, code)
+            elif job.queue_reason != decision.reason:
+                job.queue_reason = decision.reason
+        return batches
+
+    def _admit(self, session: Session, job: Job) -> list[LearnerLaunch]:
+        """Record the job's next attempt and its learners; they are launched after commit."""
+        manifest = manifest_from_dict(json.loads(job.manifest))
+        owner = session.get_one(User, job.owner_id)
+        job.attempt += 1
+        job.queue_reason = ""
+        job.started_at = job.started_at or time.time()
+        token = user_rows.new_token("job")
+        user_rows.add_token(session, owner, token, job_id=job.id)
+        workspace = Workspace(self.settings.jobs_dir, job.id)
+        code_zip = self.artifacts.path(job.code_digest)
+        port = free_port()
+        launches, rows = [], []
+        for n in range(1, job.learners + 1):
+            handle = str(workspace.learner_dir(job.attempt, n))
+            spec = learner_spec(
+                workspace=workspace,
+                manifest=manifest,
+                job_id=job.id,
+                attempt=job.attempt,
+                learner=n,
+                code_zip=code_zip,
+                api_url=self.settings.public_url or _url(self.settings),
+                home=self.settings.home_dir,
+                retry_s=self.settings.learner_retry_s,
+                halt_grace_s=self.settings.halt_grace_s,
+                master_port=port,
+            )
+            launches.append(LearnerLaunch(handle=handle, spec=spec, token=token))
+            rows.append(
+                Learner(
+                    job_id=job.id,
+                    attempt=job.attempt,
+                    learner_id=n,
+                    state=JobState.PENDING.value,
+                    message="",
+                    handle=handle,
+                    started_at=time.time(),
+                )
+            )
+        job_rows.add_learners(session, rows)
+        self._transition(session, job, JobState.PENDING, f"admitted, attempt {job.attempt}")
+        return launches
+
+    def _launch(self, job_id: str, launches: list[LearnerLaunch]) -> None:
+        try:
+            self.launcher.launch(launches)
+        except LaunchError as exc:
+            with self._session() as session:
+                job = self._job(session, job_id)
+                for launch in launches:
+                    self.launcher.terminate(launch.handle, 0.0)
+                for learner in self._current(session, job):
+                    learner.state = JobState.FAILED.value
+                self._transition(
+                    session, job, JobState.FAILED, exc.message, ErrorCode.INTERNAL.value
+                )
+
+
+def _url(settings: Settings) -> str:
+    host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    return f"http://{host}:{settings.port}"

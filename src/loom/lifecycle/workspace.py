@@ -1,0 +1,140 @@
+"""A job's folders under `LOOM_HOME/jobs/<id>/` and the spec its learners' wrappers read."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from loom.domain.manifest import DataStore, DataStoreType, Manifest
+
+LOCAL_TYPES = {DataStoreType.LOCAL, DataStoreType.MOUNT_VOLUME, DataStoreType.HOST_MOUNT}
+
+
+class Workspace:
+    """Where one job lives on this machine."""
+
+    def __init__(self, jobs_dir: Path, job_id: str) -> None:
+        self.root = jobs_dir / job_id
+        self.job_id = job_id
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results"
+
+    def learner_dir(self, attempt: int, learner: int) -> Path:
+        return self.root / "learners" / f"learner-{learner}" / f"attempt-{attempt}"
+
+    def dirs(self, learner: int, manifest: Manifest) -> dict[str, str]:
+        """FfDL's folders, per learner where FfDL had them per learner."""
+        data = self.root / "data"
+        for store in manifest.data_stores:
+            folder = _store_data_dir(store)
+            if folder is not None:
+                data = folder
+                break
+        return {
+            "DATA_DIR": str(data),
+            "MODEL_DIR": str(self.root / "learners" / f"learner-{learner}" / "model"),
+            "RESULT_DIR": str(self.results),
+            "LOG_DIR": str(self.root / "logs" / f"learner-{learner}"),
+            "CHECKPOINT_DIR": str(self.root / "checkpoints"),
+            "JOB_STATE_DIR": str(self.root),
+        }
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _store_path(store: DataStore) -> Path | None:
+    if store.type not in LOCAL_TYPES and store.connection.get("type") != "host_mount":
+        return None
+    path = store.connection.get("path")
+    return Path(path).expanduser() if path else None
+
+
+def _store_data_dir(store: DataStore) -> Path | None:
+    base = _store_path(store)
+    if base is None or store.training_data is None:
+        return base
+    return base / store.training_data.container
+
+
+def store_specs(manifest: Manifest, job_id: str) -> list[dict[str, Any]]:
+    """What the wrapper needs to know of the data stores; no secret ever goes in here."""
+    specs = []
+    for store in manifest.data_stores:
+        base = _store_path(store)
+        kind = "local" if base is not None else store.type.value
+        spec: dict[str, Any] = {"id": store.id, "type": kind}
+        if base is not None:
+            spec["data_dir"] = str(_store_data_dir(store))
+            if store.training_results is not None:
+                spec["results_dir"] = str(base / store.training_results.container / job_id)
+        specs.append(spec)
+    return specs
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def framework_env(
+    manifest: Manifest, learner: int, *, master_addr: str, master_port: int
+) -> dict[str, str]:
+    """What the framework's own launcher would set, PyTorch's (torchrun's) for every job."""
+    return {
+        "MASTER_ADDR": master_addr,
+        "MASTER_PORT": str(master_port),
+        "WORLD_SIZE": str(manifest.learners),
+        "RANK": str(learner - 1),
+        "LOCAL_RANK": str(learner - 1),
+    }
+
+
+def learner_spec(
+    *,
+    workspace: Workspace,
+    manifest: Manifest,
+    job_id: str,
+    attempt: int,
+    learner: int,
+    code_zip: Path,
+    api_url: str,
+    home: Path,
+    retry_s: float,
+    halt_grace_s: float,
+    master_port: int,
+) -> dict[str, Any]:
+    folder = workspace.learner_dir(attempt, learner)
+    env = {
+        "TRAINING_ID": job_id,
+        "LEARNER_ID": str(learner),
+        "NUM_LEARNERS": str(manifest.learners),
+        "GPU_COUNT": str(manifest.gpus),
+        "LOOM_ATTEMPT": str(attempt),
+        **framework_env(manifest, learner, master_addr="127.0.0.1", master_port=master_port),
+    }
+    if manifest.gpus == 0:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU job never touches a GPU another job holds
+    return {
+        "job_id": job_id,
+        "attempt": attempt,
+        "learner_id": learner,
+        "command": manifest.framework.command,
+        "code_zip": str(code_zip),
+        "dirs": workspace.dirs(learner, manifest),
+        "env": env,
+        "data_stores": store_specs(manifest, job_id),
+        "api_url": api_url,
+        "home": str(home),
+        "python": sys.executable,
+        "retry_s": retry_s,
+        "halt_grace_s": halt_grace_s,
+        "status_file": str(folder / "status.json"),
+        "spool_file": str(folder / "spool.jsonl"),
+    }

@@ -1,0 +1,53 @@
+"""The one `Settings` object: read from `LOOM_*` variables in the entry point and passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything configurable about a Loom platform process."""
+
+    model_config = SettingsConfigDict(env_prefix="LOOM_", extra="ignore")
+
+    home: Path = Field(default=Path("~/.loom"), description="state: database, jobs, artifacts")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8470, ge=0, le=65535)
+    public_url: str | None = Field(
+        default=None, description="URL learners use to reach the API; default http://host:port"
+    )
+    database_url: str | None = Field(default=None, description="default: SQLite under home")
+    admin_token: SecretStr | None = None
+    launcher: Literal["local", "fake"] = "local"
+
+    cpus: float | None = Field(default=None, description="capacity override; default: all cores")
+    memory: str | None = Field(default=None, description="capacity override, e.g. 16GiB")
+    gpus: int | None = Field(default=None, description="capacity override; default: detected")
+
+    max_upload_mb: int = Field(default=200, ge=1)
+    max_unpacked_mb: int = Field(default=2000, ge=1)
+    halt_grace_s: float = Field(default=10.0, ge=0)
+    watchdog_interval_s: float = Field(default=2.0, gt=0)
+    learner_retry_s: float = Field(
+        default=600.0, description="how long a learner keeps resending to an unreachable API"
+    )
+
+    @property
+    def home_dir(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home_dir / 'loom.db'}"
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.home_dir / "jobs"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.home_dir / "artifacts"

@@ -1,0 +1,1 @@
+"""Object storage: the platform's artifact store and the jobs' data stores."""

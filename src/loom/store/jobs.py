@@ -1,0 +1,93 @@
+"""Jobs, their history and their learners."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Sequence
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from loom.store.tables import Job, JobEvent, Learner, LogLine, Token
+
+
+def add_job(session: Session, job: Job) -> Job:
+    session.add(job)
+    session.add(JobEvent(job_id=job.id, state=job.state, at=job.submitted_at, message="submitted"))
+    session.flush()
+    return job
+
+
+def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job | None:
+    query = select(Job).where(Job.id == job_id)
+    if lock and session.bind is not None and session.bind.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return session.scalars(query).first()
+
+
+def list_jobs(
+    session: Session,
+    *,
+    owner_id: str | None = None,
+    states: Collection[str] = (),
+    offset: int = 0,
+    limit: int = 50,
+) -> tuple[list[Job], int]:
+    """A page of jobs, newest first, and the total that match."""
+    query = select(Job)
+    if owner_id is not None:
+        query = query.where(Job.owner_id == owner_id)
+    if states:
+        query = query.where(Job.state.in_(list(states)))
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = session.scalars(
+        query.order_by(Job.submitted_at.desc(), Job.id).offset(offset).limit(limit)
+    )
+    return list(page), total
+
+
+def jobs_in_states(session: Session, states: Collection[str]) -> list[Job]:
+    """Jobs in the given states, in queue order: priority first, then submission time."""
+    query = (
+        select(Job)
+        .where(Job.state.in_(list(states)))
+        .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+    )
+    return list(session.scalars(query))
+
+
+def record_event(session: Session, job: Job, state: str, message: str = "") -> None:
+    now = time.time()
+    session.add(JobEvent(job_id=job.id, state=state, at=now, message=message))
+
+
+def history(session: Session, job_id: str) -> list[JobEvent]:
+    query = select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)
+    return list(session.scalars(query))
+
+
+def learners_of(session: Session, job_id: str, attempt: int | None = None) -> list[Learner]:
+    query = select(Learner).where(Learner.job_id == job_id)
+    if attempt is not None:
+        query = query.where(Learner.attempt == attempt)
+    return list(session.scalars(query.order_by(Learner.attempt, Learner.learner_id)))
+
+
+def get_learner(session: Session, job_id: str, attempt: int, learner_id: int) -> Learner | None:
+    query = select(Learner).where(
+        Learner.job_id == job_id, Learner.attempt == attempt, Learner.learner_id == learner_id
+    )
+    return session.scalars(query).first()
+
+
+def delete_job(session: Session, job_id: str) -> None:
+    """Remove a job and everything stored about it."""
+    for table in (LogLine, Learner, JobEvent):
+        session.execute(delete(table).where(table.job_id == job_id))
+    session.execute(delete(Token).where(Token.job_id == job_id))
+    session.execute(delete(Job).where(Job.id == job_id))
+
+
+def add_learners(session: Session, learners: Sequence[Learner]) -> None:
+    session.add_all(learners)
+    session.flush()

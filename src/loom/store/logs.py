@@ -1,0 +1,56 @@
+"""Log lines: idempotent batched inserts and paged reads in arrival order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from loom.store.tables import LogLine
+
+
+def insert_lines(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert lines; a line already stored (same job, attempt, learner, seq) is skipped."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        pg = postgresql.insert(LogLine).on_conflict_do_nothing()
+        session.execute(pg, list(rows))
+    else:
+        lite = sqlite.insert(LogLine).on_conflict_do_nothing()
+        session.execute(lite, list(rows))
+
+
+def last_seq(session: Session, job_id: str, attempt: int, learner_id: int) -> int:
+    """The highest sequence number stored for one learner, 0 if none."""
+    query = select(func.max(LogLine.seq)).where(
+        LogLine.job_id == job_id, LogLine.attempt == attempt, LogLine.learner_id == learner_id
+    )
+    return int(session.scalar(query) or 0)
+
+
+def read_lines(
+    session: Session,
+    job_id: str,
+    *,
+    after_id: int = 0,
+    offset: int = 0,
+    limit: int = 100,
+    learner_id: int | None = None,
+    since: float | None = None,
+    from_end: bool = False,
+) -> list[LogLine]:
+    """Lines in arrival order (per learner that is sequence order)."""
+    query = select(LogLine).where(LogLine.job_id == job_id, LogLine.id > after_id)
+    if learner_id is not None:
+        query = query.where(LogLine.learner_id == learner_id)
+    if since is not None:
+        query = query.where(LogLine.time >= since)
+    if from_end:
+        rows = list(session.scalars(query.order_by(LogLine.id.desc()).limit(limit)))
+        return rows[::-1]
+    return list(session.scalars(query.order_by(LogLine.id).offset(offset).limit(limit)))

@@ -1,0 +1,121 @@
+"""The tables. Times are UNIX seconds as floats: portable across SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Token(Base):
+    """Only a token's SHA-256 is kept. A token with a job id is scoped to that job's learners."""
+
+    __tablename__ = "tokens"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    job_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    error_code: Mapped[str | None] = mapped_column(String(10))
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    queue_reason: Mapped[str] = mapped_column(Text, default="")
+    manifest: Mapped[str] = mapped_column(Text)
+    code_digest: Mapped[str] = mapped_column(String(80))
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    learners: Mapped[int] = mapped_column(Integer)
+    cpus: Mapped[float] = mapped_column(Float)
+    memory: Mapped[int] = mapped_column(BigInteger)
+    gpus: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    halt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    submitted_at: Mapped[float] = mapped_column(Float, index=True)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class JobEvent(Base):
+    """One stored transition of a job: its history."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    state: Mapped[str] = mapped_column(String(20))
+    at: Mapped[float] = mapped_column(Float)
+    message: Mapped[str] = mapped_column(Text, default="")
+
+
+class Learner(Base):
+    __tablename__ = "learners"
+    __table_args__ = (UniqueConstraint("job_id", "attempt", "learner_id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    learner_id: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(20))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    error_code: Mapped[str | None] = mapped_column(String(10))
+    message: Mapped[str] = mapped_column(Text, default="")
+    handle: Mapped[str] = mapped_column(Text, default="")
+    started_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+    heartbeat_at: Mapped[float | None] = mapped_column(Float)
+
+
+class LogLine(Base):
+    """One line a learner printed. Unique on (job, attempt, learner, seq): resends are no-ops."""
+
+    __tablename__ = "log_lines"
+    __table_args__ = (
+        UniqueConstraint("job_id", "attempt", "learner_id", "seq"),
+        Index("ix_log_lines_job_id_id", "job_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    learner_id: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    time: Mapped[float] = mapped_column(Float)
+    stream: Mapped[str] = mapped_column(String(8))
+    text: Mapped[str] = mapped_column(Text)

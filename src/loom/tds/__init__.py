@@ -1,0 +1,1 @@
+"""The Training Data Service: log lines ingested, stored, queried and streamed."""

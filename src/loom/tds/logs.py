@@ -1,0 +1,108 @@
+"""Log lines: idempotent batched ingestion and FfDL-style paged queries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loom.domain.errors import InvalidInput
+from loom.store import logs as log_rows
+from loom.store.db import Database
+from loom.store.tables import LogLine
+from loom.tds.signals import JobSignals
+
+MAX_TEXT = 64 * 1024
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """FfDL's paging: `pos` ≥ 1 is the 1-based line to start at (0 = the first), a negative
+    `pos` counts back from the end (-1: the last page); `since` keeps lines at or after a time."""
+
+    pos: int = 0
+    pagesize: int = 100
+    since: float | None = None
+    learner: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.pagesize <= 10_000:
+            raise InvalidInput(f"pagesize must be between 1 and 10000, got {self.pagesize}")
+
+
+def line_json(row: LogLine) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "learner": row.learner_id,
+        "attempt": row.attempt,
+        "seq": row.seq,
+        "time": row.time,
+        "stream": row.stream,
+        "line": row.text,
+    }
+
+
+class LogService:
+    def __init__(self, db: Database, signals: JobSignals) -> None:
+        self.db = db
+        self.signals = signals
+
+    def ingest(
+        self, job_id: str, attempt: int, learner: int, lines: Sequence[dict[str, Any]]
+    ) -> int:
+        """Store a batch; lines already stored are skipped. Returns the number offered."""
+        rows = [
+            {
+                "job_id": job_id,
+                "attempt": attempt,
+                "learner_id": learner,
+                "seq": int(line["seq"]),
+                "time": float(line["time"]),
+                "stream": str(line.get("stream", "stdout"))[:8],
+                "text": str(line.get("text", ""))[:MAX_TEXT],
+            }
+            for line in lines
+        ]
+        if rows:
+            with self.db.session() as session:
+                log_rows.insert_lines(session, rows)
+            self.signals.notify(job_id)
+        return len(rows)
+
+    def backfill(
+        self, job_id: str, attempt: int, learner: int, spooled: Sequence[dict[str, Any]]
+    ) -> None:
+        """Store the spooled lines the learner could not send (an outage at its end)."""
+        with self.db.session() as session:
+            stored = log_rows.last_seq(session, job_id, attempt, learner)
+        missing = [line for line in spooled if int(line.get("seq", 0)) > stored]
+        for start in range(0, len(missing), 5000):
+            self.ingest(job_id, attempt, learner, missing[start : start + 5000])
+
+    def query(self, job_id: str, query: LogQuery) -> list[LogLine]:
+        with self.db.session() as session:
+            if query.pos < 0:
+                rows = log_rows.read_lines(
+                    session,
+                    job_id,
+                    limit=query.pagesize - query.pos - 1,
+                    learner_id=query.learner,
+                    since=query.since,
+                    from_end=True,
+                )
+                return rows[: max(len(rows) + query.pos + 1, 0)][-query.pagesize :]
+            return log_rows.read_lines(
+                session,
+                job_id,
+                offset=max(query.pos - 1, 0),
+                limit=query.pagesize,
+                learner_id=query.learner,
+                since=query.since,
+            )
+
+    def after(self, job_id: str, after_id: int, learner: int | None, limit: int) -> list[LogLine]:
+        """Lines stored after the given line id: what a follower has not seen yet."""
+        with self.db.session() as session:
+            return log_rows.read_lines(
+                session, job_id, after_id=after_id, limit=limit, learner_id=learner
+            )
