@@ -1,0 +1,233 @@
+"""The REST API with the real server on loopback and real learner processes."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loom.client import LoomClient
+from loom.client.archive import zip_folder
+from tests.conftest import ROOT, Server, make_zip, manifest, wait_for_state
+
+pytestmark = pytest.mark.integration
+
+FINAL = {"COMPLETED", "FAILED", "HALTED"}
+
+
+def submit(
+    client: LoomClient, command: str, files: dict[str, str] | None = None, **kw: object
+) -> str:
+    return client.submit(manifest(command, **kw), make_zip(files or {"noop.txt": ""}))
+
+
+@pytest.mark.slow
+def test_digits_example_completes_with_accuracy_and_model(server: Server, tmp_path: Path) -> None:
+    """The example trains as a platform job: COMPLETED, accuracy in its logs, model in results."""
+    example = ROOT / "examples" / "digits-pytorch"
+    with server.client() as client:
+        job_id = client.submit((example / "manifest.yml").read_bytes(), zip_folder(example))
+        job = wait_for_state(client, job_id, FINAL, timeout=180)
+        assert job["state"] == "COMPLETED", job
+        lines = [line["line"] for line in client.logs(job_id, pagesize=10_000)]
+        accuracy = [float(x.split(": ")[1]) for x in lines if x.startswith("test accuracy:")]
+        assert accuracy and accuracy[0] >= 0.95
+        target = client.download(job_id, "results", tmp_path / "results.zip")
+    names = zipfile.ZipFile(target).namelist()
+    assert "model/digits_cnn.pt" in names
+    assert "learner-1/training-log.txt" in names
+
+
+def test_failing_command_reports_exit_code_and_last_lines(server: Server) -> None:
+    """A command that exits non-zero ends FAILED C201 with its code and its last lines."""
+    with server.client() as client:
+        job_id = submit(client, "echo preparing; echo 'disk on fire' >&2; exit 3")
+        job = wait_for_state(client, job_id, FINAL)
+    assert job["state"] == "FAILED"
+    assert job["error_code"] == "C201"
+    assert "exit code 3" in job["status_message"]
+    assert "disk on fire" in job["status_message"]
+    assert job["learner_status"][0]["exit_code"] == 3
+
+
+def test_learner_environment(server: Server) -> None:
+    """The learner sees FfDL's variables, Loom's python, and none of the platform's secrets."""
+    script = (
+        "import json, os, sys\n"
+        "keys = ['DATA_DIR','MODEL_DIR','RESULT_DIR','LOG_DIR','CHECKPOINT_DIR','JOB_STATE_DIR',"
+        "'TRAINING_ID','LEARNER_ID','NUM_LEARNERS','GPU_COUNT','MASTER_ADDR','MASTER_PORT',"
+        "'WORLD_SIZE','RANK']\n"
+        "env = {k: os.environ.get(k) for k in keys}\n"
+        "env['cwd'] = os.getcwd()\n"
+        "env['python'] = sys.executable\n"
+        "env['loom_vars'] = sorted(k for k in os.environ if k.startswith('LOOM_') and k != 'LOOM_ATTEMPT')\n"
+        "print(json.dumps(env))\n"
+    )
+    with server.client() as client:
+        job_id = submit(client, "python env.py", {"env.py": script})
+        job = wait_for_state(client, job_id, FINAL)
+        assert job["state"] == "COMPLETED", job
+        env = json.loads(client.logs(job_id)[0]["line"])
+    assert env["TRAINING_ID"] == job_id
+    assert env["LEARNER_ID"] == "1"
+    assert env["NUM_LEARNERS"] == "1"
+    assert env["WORLD_SIZE"] == "1" and env["RANK"] == "0"
+    assert Path(env["cwd"]).resolve() == Path(env["MODEL_DIR"]).resolve()
+    assert Path(env["python"]).resolve() == Path(sys.executable).resolve()
+    assert env["loom_vars"] == []
+    for key in ("DATA_DIR", "RESULT_DIR", "CHECKPOINT_DIR", "LOG_DIR"):
+        assert env[key].startswith(str(server.home))
+
+
+def test_admin_token_never_reaches_the_learner(tmp_path: Path) -> None:
+    """With LOOM_ADMIN_TOKEN set for the server, the learner's environment does not hold it."""
+    token = "admin-secret-0123456789"
+    srv = Server(tmp_path / "home", LOOM_ADMIN_TOKEN=token).start()
+    try:
+        with LoomClient(srv.url, token) as client:
+            script = "import os\nprint(any('admin-secret' in v for v in os.environ.values()))\n"
+            job_id = submit(client, "python probe.py", {"probe.py": script})
+            wait_for_state(client, job_id, FINAL)
+            assert [line["line"] for line in client.logs(job_id)] == ["False"]
+            listing = json.dumps(client.job(job_id))
+            assert token not in listing
+    finally:
+        srv.stop()
+
+
+def test_log_paging_like_ffdl(server: Server) -> None:
+    """pos is 1-based from the start, negative from the end; pagesize bounds the page."""
+    with server.client() as client:
+        job_id = submit(client, "for i in $(seq 1 50); do echo line $i; done")
+        wait_for_state(client, job_id, FINAL)
+        texts = lambda **kw: [x["line"] for x in client.logs(job_id, **kw)]  # noqa: E731
+        assert texts(pagesize=100) == [f"line {i}" for i in range(1, 51)]
+        assert texts(pos=11, pagesize=5) == [f"line {i}" for i in range(11, 16)]
+        assert texts(pos=-1, pagesize=3) == ["line 48", "line 49", "line 50"]
+        assert texts(pos=-3, pagesize=2) == ["line 47", "line 48"]
+        assert texts(since=str(int(time.time() * 1000) + 60_000)) == []
+
+
+def test_follow_streams_lines_live_and_ends_with_the_job(server: Server) -> None:
+    """`follow=true` delivers every line in order, while the job runs, then an end event."""
+    with server.client() as client:
+        job_id = submit(client, "for i in $(seq 1 20); do echo tick $i; sleep 0.05; done")
+        events = list(client.follow(job_id))
+    lines = [data["line"] for kind, data in events if kind == "line"]
+    assert lines == [f"tick {i}" for i in range(1, 21)]
+    assert events[-1] == ("end", {"job_id": job_id, "state": "COMPLETED"})
+
+
+def test_halt_stops_a_running_job(server: Server) -> None:
+    """PATCH halt stops every learner (process group included); the job ends HALTED."""
+    with server.client() as client:
+        job_id = submit(client, "echo started; sleep 300 & wait")
+        wait_for_state(client, job_id, {"PROCESSING"})
+        while not client.logs(job_id):
+            time.sleep(0.05)
+        began = time.monotonic()
+        client.halt(job_id)
+        job = wait_for_state(client, job_id, FINAL, timeout=30)
+        assert job["state"] == "HALTED"
+        assert time.monotonic() - began < 12
+        states = [e["state"] for e in job["history"]]
+        assert states[-1] == "HALTED"
+
+
+def test_halt_of_a_finished_job_is_a_conflict(server: Server) -> None:
+    """Halting a completed job answers 409 and changes nothing."""
+    with server.client() as client:
+        job_id = submit(client, "true")
+        wait_for_state(client, job_id, FINAL)
+        response = httpx.patch(
+            f"{server.url}/v1/jobs/{job_id}",
+            json={"action": "halt"},
+            headers={"Authorization": f"Bearer {server.admin_token}"},
+        )
+        assert response.status_code == 409
+        assert client.job(job_id)["state"] == "COMPLETED"
+
+
+def test_definition_and_delete(server: Server, tmp_path: Path) -> None:
+    """The submitted code downloads byte for byte; DELETE removes the job and its logs."""
+    code = make_zip({"main.py": "print('hi')"})
+    with server.client() as client:
+        job_id = client.submit(manifest("python main.py"), code)
+        wait_for_state(client, job_id, FINAL)
+        saved = client.download(job_id, "definition", tmp_path / "def.zip")
+        assert saved.read_bytes() == code
+        client.delete(job_id)
+        headers = {"Authorization": f"Bearer {server.admin_token}"}
+        for path in ("", "/logs", "/definition", "/results"):
+            assert (
+                httpx.get(f"{server.url}/v1/jobs/{job_id}{path}", headers=headers).status_code
+                == 404
+            )
+    assert not (server.home / "jobs" / job_id).exists()
+
+
+def test_unsupported_data_store_fails_at_downloading(server: Server) -> None:
+    """A store the platform cannot use yet fails the job with S302 naming the store."""
+    stores = (
+        "\ndata_stores:\n  - id: my-cos\n    type: mount_cos\n    training_data: {container: d}\n"
+        "    connection: {auth_url: 'http://cos.example', user_name: u, password: hunter2}\n"
+    )
+    with server.client() as client:
+        job_id = client.submit(manifest("true") + stores, make_zip({"a": ""}))
+        job = wait_for_state(client, job_id, FINAL)
+    assert (job["state"], job["error_code"]) == ("FAILED", "S302")
+    assert "my-cos" in job["status_message"]
+    assert "hunter2" not in json.dumps(job)
+    assert [e["state"] for e in job["history"]][-2] == "DOWNLOADING"
+
+
+def test_local_data_store_is_data_dir(server: Server, tmp_path: Path) -> None:
+    """A host-mount store's training data folder is the learner's DATA_DIR; results are copied."""
+    (tmp_path / "store" / "train").mkdir(parents=True)
+    (tmp_path / "store" / "train" / "data.csv").write_text("1,2,3\n")
+    stores = (
+        f"\ndata_stores:\n  - id: disk\n    type: mount_volume\n"
+        f"    training_data: {{container: train}}\n    training_results: {{container: out}}\n"
+        f"    connection: {{type: host_mount, path: '{tmp_path / 'store'}'}}\n"
+    )
+    command = 'cat "$DATA_DIR/data.csv" && echo done > "$RESULT_DIR/out.txt"'
+    with server.client() as client:
+        job_id = client.submit(manifest(command) + stores, make_zip({"a": ""}))
+        job = wait_for_state(client, job_id, FINAL)
+        assert job["state"] == "COMPLETED", job
+        assert client.logs(job_id)[0]["line"] == "1,2,3"
+    assert (tmp_path / "store" / "out" / job_id / "out.txt").read_text() == "done\n"
+
+
+def test_list_filters_and_pages(server: Server) -> None:
+    """GET /v1/jobs pages newest first and filters by state."""
+    with server.client() as client:
+        ids = [submit(client, "true") for _ in range(3)]
+        failing = submit(client, "false")
+        for job_id in [*ids, failing]:
+            wait_for_state(client, job_id, FINAL)
+        page = client.jobs(limit=2)
+        assert page["total"] == 4 and len(page["jobs"]) == 2
+        assert page["jobs"][0]["id"] == failing
+        failed = client.jobs(state=["FAILED"])
+        assert [j["id"] for j in failed["jobs"]] == [failing]
+        assert {j["id"] for j in client.jobs(state=["COMPLETED"])["jobs"]} == set(ids)
+
+
+def test_results_zip_is_readable_while_empty(server: Server) -> None:
+    """A job with no results still downloads a valid (empty) zip, not an error."""
+    with server.client() as client:
+        job_id = submit(client, "true")
+        wait_for_state(client, job_id, FINAL)
+        response = httpx.get(
+            f"{server.url}/v1/jobs/{job_id}/results",
+            headers={"Authorization": f"Bearer {server.admin_token}"},
+        )
+    assert response.status_code == 200
+    assert "learner-1/training-log.txt" in zipfile.ZipFile(io.BytesIO(response.content)).namelist()

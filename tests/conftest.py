@@ -1,0 +1,128 @@
+"""Shared fixtures: a real Loom server on loopback, with its state in a temporary LOOM_HOME."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loom.client import ClientError, LoomClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_zip(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def manifest(command: str, **extra: Any) -> str:
+    """A small manifest in FfDL's format around a command."""
+    lines = [
+        f"name: {extra.pop('name', 'test-job')}",
+        "version: '1.0'",
+        f"cpus: {extra.pop('cpus', 0.5)}",
+        f"memory: {extra.pop('memory', '256MiB')}",
+        f"learners: {extra.pop('learners', 1)}",
+        "framework:",
+        "  name: python",
+        f"  command: {command!r}",
+    ]
+    lines += [f"{key}: {value}" for key, value in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+class Server:
+    """`python -m loom.api` as a child process; can be killed with -9 and started again."""
+
+    def __init__(self, home: Path, **env: str) -> None:
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "LOOM_HOME": str(home), **env}
+        self.env.pop("LOOM_TOKEN", None)
+        self.env.pop("LOOM_URL", None)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = home.parent / f"{home.name}-server.log"
+
+    def start(self) -> Server:
+        self.home.mkdir(parents=True, exist_ok=True)
+        out = self.log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "loom.api", "--port", str(self.port)],
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with LoomClient(self.url, None, timeout=1) as probe:
+                    probe.health()
+                return self
+            except ClientError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"server exited: {self.log.read_text()}") from None
+                time.sleep(0.1)
+        raise RuntimeError("server did not start")
+
+    @property
+    def admin_token(self) -> str:
+        return (self.home / "token").read_text().strip()
+
+    def client(self, token: str | None = None) -> LoomClient:
+        return LoomClient(self.url, token or self.admin_token)
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A real platform on loopback with real learner processes."""
+    srv = Server(tmp_path / "home").start()
+    yield srv
+    srv.stop()
+
+
+def wait_for_state(
+    client: LoomClient, job_id: str, states: set[str], timeout: float = 60
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    job = client.job(job_id)
+    while time.monotonic() < deadline:
+        job = client.job(job_id)
+        if job["state"] in states:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} is {job['state']}, expected one of {states}: {job}")

@@ -1,0 +1,168 @@
+"""The lifecycle manager over the in-memory launcher: admission, state changes, halt, reconcile."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loom.domain.manifest import load_manifest
+from loom.domain.resources import Resources
+from loom.launchers.fake import FakeLauncher
+from loom.lifecycle.manager import LifecycleManager
+from loom.settings import Settings
+from loom.storage.artifacts import ArtifactStore
+from loom.store import jobs as job_rows
+from loom.store import users as user_rows
+from loom.store.db import Database, migrate
+from loom.store.tables import User
+from loom.tds.logs import LogService
+from loom.tds.signals import JobSignals
+from tests.conftest import make_zip, manifest
+
+GIB = 2**30
+
+
+class Rig:
+    def __init__(self, tmp: Path, launcher: FakeLauncher) -> None:
+        self.settings = Settings(home=tmp)
+        self.db = Database(self.settings.db_url)
+        migrate(self.db.engine)
+        self.launcher = launcher
+        self.logs = LogService(self.db, JobSignals())
+        self.manager = LifecycleManager(
+            self.settings,
+            self.db,
+            launcher,
+            ArtifactStore(tmp / "artifacts"),
+            self.logs,
+            self.logs.signals,
+        )
+        with self.db.session() as session:
+            self.user: User = user_rows.add_user(session, "ada")
+
+    def submit(self, **fields: object) -> str:
+        m, original = load_manifest(manifest("python t.py", **fields))
+        return self.manager.submit(self.user, m, original, make_zip({"t.py": ""})).id
+
+    def state(self, job_id: str) -> str:
+        with self.db.session() as session:
+            job = job_rows.get_job(session, job_id)
+            assert job is not None
+            return job.state
+
+    def handles(self, job_id: str) -> list[str]:
+        with self.db.session() as session:
+            return [lr.handle for lr in job_rows.learners_of(session, job_id)]
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    launcher = FakeLauncher(Resources(cpus=2, memory=8 * GIB, gpus=0))
+    made = Rig(tmp_path, launcher)
+    yield made
+    made.db.close()
+
+
+def test_admits_and_follows_a_job_to_completion(rig: Rig) -> None:
+    """A queued job is launched, follows its learner's reports and completes, with history."""
+    job_id = rig.submit()
+    rig.manager.step()
+    assert rig.state(job_id) == "PENDING"
+    (handle,) = rig.handles(job_id)
+    rig.manager.report(job_id, 1, 1, {"state": "PROCESSING"})
+    assert rig.state(job_id) == "PROCESSING"
+    rig.launcher.finish(handle, {"state": "COMPLETED", "exit_code": 0})
+    rig.manager.step()
+    assert rig.state(job_id) == "COMPLETED"
+    with rig.db.session() as session:
+        states = [e.state for e in job_rows.history(session, job_id)]
+    assert states == ["QUEUED", "PENDING", "PROCESSING", "COMPLETED"]
+
+
+def test_waiting_job_records_why(rig: Rig) -> None:
+    """A job that does not fit stays queued with the reason."""
+    first = rig.submit(cpus=2)
+    second = rig.submit(cpus=1)
+    rig.manager.step()
+    assert rig.state(first) == "PENDING"
+    assert rig.state(second) == "QUEUED"
+    with rig.db.session() as session:
+        job = job_rows.get_job(session, second)
+        assert job is not None
+        assert job.queue_reason == "needs 1 CPUs, 0 free"
+
+
+def test_one_failed_learner_fails_the_gang_and_stops_the_rest(rig: Rig) -> None:
+    """When one learner fails, the job fails with its code and the others are terminated."""
+    job_id = rig.submit(learners=2, cpus=1)
+    rig.manager.step()
+    first, second = rig.handles(job_id)
+    report = {"state": "FAILED", "exit_code": 3, "error_code": "C201", "message": "boom"}
+    rig.launcher.finish(first, report)
+    rig.manager.step()
+    assert rig.state(job_id) == "FAILED"
+    assert second in rig.launcher.terminated
+
+
+def test_lost_learner_fails_with_platform_code(rig: Rig) -> None:
+    """A learner whose process vanished without a word fails the job with S200."""
+    job_id = rig.submit()
+    rig.manager.step()
+    (handle,) = rig.handles(job_id)
+    rig.launcher.lose(handle)
+    rig.manager.step()
+    with rig.db.session() as session:
+        job = job_rows.get_job(session, job_id)
+        assert job is not None
+        assert (job.state, job.error_code) == ("FAILED", "S200")
+
+
+def test_halt_queued_and_running(rig: Rig) -> None:
+    """A queued job halts at once; a running one once its learners stopped."""
+    running = rig.submit(cpus=2)
+    queued = rig.submit(cpus=2)
+    rig.manager.step()
+    rig.manager.halt(queued)
+    assert rig.state(queued) == "HALTED"
+    rig.manager.halt(running)
+    rig.manager.step()
+    assert rig.state(running) == "HALTED"
+
+
+def test_impossible_job_fails_with_s100(rig: Rig) -> None:
+    """A job that can never fit fails with FfDL's insufficient-resources code."""
+    job_id = rig.submit(cpus=64)
+    rig.manager.step()
+    with rig.db.session() as session:
+        job = job_rows.get_job(session, job_id)
+        assert job is not None
+        assert (job.state, job.error_code) == ("FAILED", "S100")
+        assert "64 CPUs" in job.status_message
+
+
+def test_launch_failure_is_a_platform_failure(tmp_path: Path) -> None:
+    """A launcher that cannot start learners fails the job with S101, not the user's code."""
+    made = Rig(tmp_path, FakeLauncher(fail_launch=True))
+    job_id = made.submit()
+    made.manager.step()
+    with made.db.session() as session:
+        job = job_rows.get_job(session, job_id)
+        assert job is not None
+        assert (job.state, job.error_code) == ("FAILED", "S101")
+
+
+def test_reconcile_requeues_a_job_whose_learners_never_started(rig: Rig) -> None:
+    """After a crash between admission and launch the job is queued again, not lost."""
+    job_id = rig.submit()
+    with rig.manager._lock, rig.manager._session() as session:
+        job = job_rows.get_job(session, job_id)
+        assert job is not None
+        rig.manager._admit(session, job)  # admitted, but the launch never happened
+    assert rig.state(job_id) == "PENDING"
+    rig.manager.reconcile()
+    assert rig.state(job_id) == "QUEUED"
+    rig.manager.step()
+    assert rig.state(job_id) == "PENDING"
+    assert len(rig.launcher.launched) == 1

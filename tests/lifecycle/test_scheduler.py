@@ -1,0 +1,41 @@
+"""The scheduler's decisions, as pure functions."""
+
+from __future__ import annotations
+
+from loom.domain.resources import Resources
+from loom.lifecycle.scheduler import QueuedJob, Verdict, plan
+
+GIB = 2**30
+MACHINE = Resources(cpus=2, memory=8 * GIB, gpus=0)
+
+
+def job(name: str, cpus: float, learners: int = 1, gpus: int = 0) -> QueuedJob:
+    return QueuedJob(name, Resources(cpus, GIB, gpus), learners)
+
+
+def test_gang_starts_only_when_all_learners_fit() -> None:
+    """Two learners of one CPU each need both cores: with one in use the job waits."""
+    decisions = plan([job("a", 1, learners=2)], MACHINE, Resources(1, GIB, 0))
+    assert decisions[0].verdict == Verdict.WAIT
+    assert decisions[0].reason == "needs 2 CPUs, 1 free"
+
+
+def test_fifo_holds_later_jobs_behind_a_waiting_one() -> None:
+    """A small job does not overtake a big one that waits (no starvation)."""
+    decisions = plan([job("big", 2), job("small", 0.5)], MACHINE, Resources(1, 0, 0))
+    assert [d.verdict for d in decisions] == [Verdict.WAIT, Verdict.WAIT]
+    assert "big" in decisions[1].reason
+
+
+def test_jobs_start_in_order_until_full() -> None:
+    """Jobs start in queue order while they fit, and capacity is never oversubscribed."""
+    decisions = plan([job("a", 1), job("b", 1), job("c", 1)], MACHINE, Resources())
+    assert [d.verdict for d in decisions] == [Verdict.START, Verdict.START, Verdict.WAIT]
+
+
+def test_impossible_job_is_reported_and_does_not_block() -> None:
+    """A job larger than the whole platform can never run; the queue goes on behind it."""
+    decisions = plan([job("huge", 1, gpus=1), job("b", 1)], MACHINE, Resources())
+    assert decisions[0].verdict == Verdict.NEVER
+    assert "GPUs" in decisions[0].reason
+    assert decisions[1].verdict == Verdict.START
