@@ -1,0 +1,83 @@
+"""The `loom` command against a real server, as a user types it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Server, manifest
+
+pytestmark = pytest.mark.integration
+
+
+def loom(server: Server, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LOOM_HOME": str(server.home)}
+    env.pop("LOOM_URL", None)
+    env.pop("LOOM_TOKEN", None)
+    if token:
+        env["LOOM_TOKEN"] = token
+    return subprocess.run(
+        [sys.executable, "-m", "loom", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_train_follow_list_show_logs_download(server: Server, tmp_path: Path) -> None:
+    """train --follow streams the output and exits 0; list, show, logs and download agree."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "hello.py").write_text("print('hello from loom')\nprint('bye')\n")
+    (code / "manifest.yml").write_text(manifest("python hello.py"))
+    result = loom(server, "train", str(code / "manifest.yml"), str(code), "--follow")
+    assert result.returncode == 0, result.stderr
+    assert "hello from loom" in result.stdout
+    assert "COMPLETED" in result.stdout
+    job_id = result.stdout.split("Submitted ")[1].split()[0]
+
+    assert job_id[:12] in loom(server, "list").stdout
+    shown = json.loads(loom(server, "show", job_id, "--json").stdout)
+    assert shown["state"] == "COMPLETED"
+    assert loom(server, "logs", job_id).stdout.splitlines() == ["hello from loom", "bye"]
+    out = tmp_path / "results.zip"
+    assert loom(server, "download", job_id, "--results", "-o", str(out)).returncode == 0
+    assert "learner-1/training-log.txt" in zipfile.ZipFile(out).namelist()
+
+
+def test_failed_job_exits_non_zero(server: Server, tmp_path: Path) -> None:
+    """train --follow of a failing job prints FAILED and exits 1."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "m.yml").write_text(manifest("exit 4"))
+    result = loom(server, "train", str(code / "m.yml"), str(code), "-f")
+    assert result.returncode == 1
+    assert "FAILED" in result.stdout
+
+
+def test_users_add_then_use_the_token(server: Server) -> None:
+    """`loom users add` prints a token that works for that user only."""
+    result = loom(server, "users", "add", "dana")
+    assert result.returncode == 0, result.stderr
+    token = next(line.split()[-1] for line in result.stdout.splitlines() if "token:" in line)
+    listing = loom(server, "list", token=token)
+    assert listing.returncode == 0
+    denied = loom(server, "users", "add", "eve", token=token)
+    assert denied.returncode == 1
+    assert "admin" in denied.stderr
+
+
+def test_clear_error_when_the_job_is_unknown(server: Server) -> None:
+    """An unknown job id is a one-line error, no traceback."""
+    result = loom(server, "show", "training-missing")
+    assert result.returncode == 1
+    assert "no job" in result.stderr
+    assert "Traceback" not in result.stderr
