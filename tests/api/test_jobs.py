@@ -66,7 +66,7 @@ def test_learner_environment(server: Server) -> None:
         "env = {k: os.environ.get(k) for k in keys}\n"
         "env['cwd'] = os.getcwd()\n"
         "env['python'] = sys.executable\n"
-        "env['loom_vars'] = sorted(k for k in os.environ if k.startswith('LOOM_') and k != 'LOOM_ATTEMPT')\n"
+        "env['loom_vars'] = sorted(k for k in os.environ if k.startswith('LOOM_'))\n"
         "print(json.dumps(env))\n"
     )
     with server.client() as client:

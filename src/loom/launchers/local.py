@@ -57,9 +57,7 @@ class LocalLauncher:
             memory=parse_memory(memory) if memory else psutil.virtual_memory().total,
             gpus=gpus if gpus is not None else detect_gpus(),
         )
-        self._python = python or sys.executable
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
-        self._lock = threading.Lock()
+        self._spawner = Spawner(python or sys.executable)
 
     def capacity(self) -> Resources:
         return self._capacity
@@ -73,36 +71,10 @@ class LocalLauncher:
         folder.mkdir(parents=True, exist_ok=True)
         spec_file = folder / "spec.json"
         spec_file.write_text(json.dumps(learner.spec))
-        try:
-            with (folder / "wrapper.log").open("ab") as log:
-                child = subprocess.Popen(
-                    [self._python, "-m", "loom.learner", str(spec_file)],
-                    stdin=subprocess.PIPE,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=folder,
-                    start_new_session=True,
-                    env={k: v for k, v in os.environ.items() if not k.startswith("LOOM_")},
-                )
-        except OSError as exc:
-            raise LaunchError(f"could not start a learner process: {exc}") from exc
-        assert child.stdin is not None
-        child.stdin.write(learner.token.encode() + b"\n")
-        child.stdin.close()
-        with self._lock:
-            self._children[child.pid] = child
-        created = _create_time(child.pid)
-        _write_json(folder / "pid.json", {"pid": child.pid, "create_time": created})
+        pid = self._spawner.spawn(str(spec_file), learner.token, str(folder / "wrapper.log"))
+        _write_json(folder / "pid.json", {"pid": pid, "create_time": _create_time(pid)})
 
     def _alive(self, pid: int, created: float | None) -> bool:
-        with self._lock:
-            child = self._children.get(pid)
-        if child is not None:
-            if child.poll() is None:
-                return True
-            with self._lock:
-                self._children.pop(pid, None)
-            return False
         try:
             process = psutil.Process(pid)
             if created is not None and abs(process.create_time() - created) > 1.0:
@@ -143,19 +115,71 @@ class LocalLauncher:
             with suppress(OSError):
                 os.killpg(int(report["child_pgid"]), signal.SIGKILL)
         _signal(pid, signal.SIGKILL)
-        with self._lock:
-            child = self._children.pop(pid, None)
-        if child is not None:
-            child.wait(timeout=5)
 
     def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
         return read_spool(Path(handle) / "spool.jsonl")
 
     def close(self) -> None:
-        """Learners keep running; only reap what has already ended."""
+        """Stop the spawner; the learners keep running in their own sessions."""
+        self._spawner.close()
+
+
+class Spawner:
+    """Talks to `python -m loom.learner.spawner`, (re)started on demand."""
+
+    def __init__(self, python: str) -> None:
+        self._python = python
+        self._process: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+
+    def _running(self) -> subprocess.Popen[str]:
+        if self._process is None or self._process.poll() is not None:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
+            self._process = subprocess.Popen(
+                [self._python, "-m", "loom.learner.spawner"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        return self._process
+
+    def spawn(self, spec_file: str, token: str, log: str) -> int:
+        """Fork a wrapper for one learner; its pid."""
+        request = json.dumps({"spec": spec_file, "token": token, "log": log}) + "\n"
         with self._lock:
-            for child in self._children.values():
-                child.poll()
+            for _ in range(2):
+                process = self._running()
+                assert process.stdin is not None and process.stdout is not None
+                try:
+                    process.stdin.write(request)
+                    process.stdin.flush()
+                    answer = json.loads(process.stdout.readline())
+                except (OSError, ValueError):
+                    self._stop(process)
+                    continue
+                if "pid" in answer:
+                    return int(answer["pid"])
+                raise LaunchError(f"could not start a learner process: {answer.get('error')}")
+        raise LaunchError("could not start a learner process: the spawner keeps failing")
+
+    def _stop(self, process: subprocess.Popen[str]) -> None:
+        with suppress(OSError):
+            process.kill()
+        process.wait(timeout=5)
+        self._process = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                assert self._process.stdin is not None
+                with suppress(OSError):
+                    self._process.stdin.close()
+                try:
+                    self._process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self._stop(self._process)
+            self._process = None
 
 
 def _signal(pid: int, sig: int) -> None:

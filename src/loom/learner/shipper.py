@@ -121,8 +121,9 @@ class Shipper:
         self.learner = learner
         self.tail: deque[str] = deque(maxlen=TAIL)
         self.seq = 0
-        self._queue: queue.Queue[tuple[str, str, float] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, str, float] | dict[str, Any] | None] = queue.Queue()
         self._pending: deque[dict[str, Any]] = deque()
+        self._statuses: deque[dict[str, Any]] = deque()
         self._spool = spool.open("a", encoding="utf-8")
         self._last_time = 0.0
         self._thread = threading.Thread(target=self._run, name="shipper", daemon=True)
@@ -134,6 +135,10 @@ class Shipper:
         """Called from reader threads for every line the learner prints."""
         self._queue.put((stream, text, time.time()))
 
+    def status(self, status: dict[str, Any]) -> None:
+        """A progress report, sent after the lines queued before it, off the learner's path."""
+        self._queue.put(status)
+
     def _take(self, block: bool) -> bool:
         """Move queued lines into the spool and the pending list; False once closed."""
         try:
@@ -144,6 +149,8 @@ class Shipper:
         while True:
             if item is None:
                 open_ = False
+            elif isinstance(item, dict):
+                self._statuses.append(item)
             else:
                 self._record(*item)
             try:
@@ -169,14 +176,19 @@ class Shipper:
                 return False
             for _ in batch:
                 self._pending.popleft()
+        while self._statuses:
+            body = {"attempt": self.attempt, "learner": self.learner, **self._statuses[0]}
+            if not self.api.post(self.base_path + "/status", body):
+                return False
+            self._statuses.popleft()
         return True
 
     def _run(self) -> None:
         backoff, open_, last_contact = 0.0, True, time.monotonic()
-        while open_ or self._pending:
+        while open_ or self._pending or self._statuses:
             if open_:
-                open_ = self._take(block=not self._pending)
-            if self._pending:
+                open_ = self._take(block=not (self._pending or self._statuses))
+            if self._pending or self._statuses:
                 if self._send():
                     backoff, last_contact = 0.0, time.monotonic()
                 else:

@@ -60,7 +60,10 @@ class Learner:
             status["child_pgid"] = self.child.pid
         status["last_seq"] = self.shipper.seq
         write_json_atomic(self.status_file, status)
-        self.shipper.report(status, deadline_s=self.retry_s if _final(state) else 5.0)
+        if _final(state):
+            self.shipper.report(status, deadline_s=self.retry_s)
+        else:
+            self.shipper.status(status)
 
     # -- steps ------------------------------------------------------------------------------
     def download(self) -> None:
@@ -225,11 +228,15 @@ def _render_log(spool: Path, target: Path) -> None:
                 continue
 
 
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text())
-    token = sys.stdin.readline().strip()
+def run_spec(spec_file: str, token: str) -> int:
+    """Run the learner a spec file describes; SIGTERM or SIGINT halts it."""
+    spec = json.loads(Path(spec_file).read_text())
     learner = Learner(spec, token)
     grace = float(spec.get("halt_grace_s", 10))
     signal.signal(signal.SIGTERM, lambda *_: learner.halt(grace))
     signal.signal(signal.SIGINT, lambda *_: learner.halt(grace))
     return learner.run()
+
+
+def main(argv: list[str]) -> int:
+    return run_spec(argv[0], sys.stdin.readline().strip())

@@ -116,7 +116,7 @@ def learner_spec(
         "LEARNER_ID": str(learner),
         "NUM_LEARNERS": str(manifest.learners),
         "GPU_COUNT": str(manifest.gpus),
-        "LOOM_ATTEMPT": str(attempt),
+        "TRAINING_ATTEMPT": str(attempt),
         **framework_env(manifest, learner, master_addr="127.0.0.1", master_port=master_port),
     }
     if manifest.gpus == 0:

@@ -1,0 +1,58 @@
+"""A fork server for learner wrappers: `python -m loom.learner.spawner`.
+
+Starting a Python interpreter and importing the wrapper costs ~50 ms, most of the platform's
+overhead on a short job. The local launcher keeps one spawner running, which has done that
+once; each learner is a fork of it, in its own session, so it outlives both the spawner and the
+platform. Requests and answers are JSON lines on stdin and stdout:
+
+    {"spec": "/path/spec.json", "token": "...", "log": "/path/wrapper.log"}  →  {"pid": 1234}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil  # noqa: F401  (imported once here, so that no fork pays for it)
+import signal
+import sys
+import zipfile  # noqa: F401
+
+from loom.learner import wrapper
+
+
+def _child(request: dict[str, str]) -> None:
+    """In the fork: a new session, output to the log file, then the wrapper."""
+    os.setsid()
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.close(null)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.chdir(os.path.dirname(request["spec"]))
+    code = 1
+    try:
+        code = wrapper.run_spec(request["spec"], request["token"])
+    finally:
+        os._exit(code)
+
+
+def main() -> None:
+    # Children are reaped by the kernel: the launcher watches them by pid, not by wait().
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    for raw in sys.stdin:
+        try:
+            request = json.loads(raw)
+            pid = os.fork()
+        except (ValueError, OSError) as exc:
+            print(json.dumps({"error": str(exc)}), flush=True)
+            continue
+        if pid == 0:
+            _child(request)
+        print(json.dumps({"pid": pid}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
