@@ -100,6 +100,7 @@ def job_detail(job: Job, owner: str, history: list[JobEvent], learners: list[Lea
                 "message": lr.message,
                 "started_at": iso(lr.started_at),
                 "finished_at": iso(lr.finished_at),
+                "last_heartbeat": iso(lr.heartbeat_at),
             }
             for lr in learners
         ],

@@ -187,6 +187,13 @@ class LifecycleManager:
             self._apply(session, job, learner, report)
         self.wake()
 
+    def heartbeat(self, job_id: str, attempt: int, learner_id: int) -> None:
+        """A learner's wrapper is alive and can reach the platform."""
+        with self._session() as session:
+            learner = job_rows.get_learner(session, job_id, attempt, learner_id)
+            if learner is not None:
+                learner.heartbeat_at = time.time()
+
     # -- inside ------------------------------------------------------------------------------
     @contextmanager
     def _session(self) -> Iterator[Session]:
