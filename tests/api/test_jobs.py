@@ -231,3 +231,11 @@ def test_results_zip_is_readable_while_empty(server: Server) -> None:
         )
     assert response.status_code == 200
     assert "learner-1/training-log.txt" in zipfile.ZipFile(io.BytesIO(response.content)).namelist()
+
+
+def test_health_and_openapi(server: Server) -> None:
+    """/health answers without a token; /openapi.json documents the job endpoints."""
+    assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    assert "/v1/jobs" in spec["paths"]
+    assert "/v1/jobs/{job_id}/logs" in spec["paths"]

@@ -8,6 +8,7 @@ happens under one lock, through `_transition`, which stores it in the job's hist
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import string
 import threading
@@ -18,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from loom.domain.errors import Conflict, ErrorCode, LaunchError
+from loom.domain.errors import Conflict, ErrorCode, LaunchError, NotFound
 from loom.domain.manifest import Manifest, manifest_from_dict
 from loom.domain.resources import Resources
 from loom.domain.states import (
@@ -43,6 +44,7 @@ from loom.tds.logs import LogService
 from loom.tds.signals import JobSignals
 
 _ID_CHARS = string.ascii_lowercase + string.digits
+log = logging.getLogger("loom.lifecycle")
 
 
 def new_job_id() -> str:
@@ -96,9 +98,7 @@ class LifecycleManager:
             try:
                 self.step()
             except Exception:  # the loop must survive anything; the error is logged
-                import logging
-
-                logging.getLogger("loom.lifecycle").exception("lifecycle step failed")
+                log.exception("lifecycle step failed")
 
     def step(self) -> None:
         """Follow running jobs, then start what fits."""
@@ -207,8 +207,6 @@ class LifecycleManager:
     def _job(self, session: Session, job_id: str) -> Job:
         job = job_rows.get_job(session, job_id, lock=True)
         if job is None:
-            from loom.domain.errors import NotFound
-
             raise NotFound(f"no job {job_id!r}")
         return job
 
