@@ -133,6 +133,7 @@ class Shipper:
 
     def put(self, stream: str, text: str) -> None:
         """Called from reader threads for every line the learner prints."""
+        self.tail.append(text)  # here, not in the sender: the outcome message reads it at once
         self._queue.put((stream, text, time.time()))
 
     def status(self, status: dict[str, Any]) -> None:
@@ -166,7 +167,6 @@ class Shipper:
         line = {"seq": self.seq, "time": self._last_time, "stream": stream, "text": text}
         self._spool.write(json.dumps(line) + "\n")
         self._pending.append(line)
-        self.tail.append(text)
 
     def _send(self) -> bool:
         while self._pending:
