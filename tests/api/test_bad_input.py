@@ -55,9 +55,19 @@ def test_invalid_manifest_is_c101_naming_the_field(
         assert field in body["error"]
 
 
+def encrypted_zip() -> bytes:
+    """A zip whose entry claims to be encrypted (general purpose flag bit 0)."""
+    data = bytearray(make_zip({"train.py": "print(1)"}))
+    data[6] |= 1
+    central = data.index(b"PK\x01\x02")
+    data[central + 8] |= 1
+    return bytes(data)
+
+
 @pytest.mark.parametrize(
     "code",
     [
+        encrypted_zip(),
         b"PK\x03\x04 definitely not a zip",
         b"",
         make_zip({"../../etc/cron.d/evil": "x"}),
@@ -117,6 +127,7 @@ def test_not_multipart(srv: Server) -> None:
         ("GET", "/v1/jobs/training-nope", None, 404),
         ("GET", "/v1/jobs?state=SLEEPING", None, 400),
         ("GET", "/v1/jobs?limit=0", None, 400),
+        ("GET", f"/v1/jobs?offset={10**20}", None, 400),
         ("PATCH", "/v1/jobs/training-nope", {"action": "halt"}, 404),
         ("GET", "/v1/jobs/training-nope/logs?pagesize=0", None, 400),
         ("POST", "/v1/users", {"name": "has spaces"}, 400),
@@ -144,6 +155,9 @@ def test_bad_action_and_since(srv: Server) -> None:
     response = httpx.get(f"{srv.url}/v1/jobs/{job_id}/logs?since=yesterday-ish", headers=headers)
     assert response.status_code == 400
     assert "since" in response.json()["error"]
+    for query in (f"pos={10**20}", f"pos=-{10**20}", f"learner={10**20}", "since=" + "9" * 400):
+        response = httpx.get(f"{srv.url}/v1/jobs/{job_id}/logs?{query}", headers=headers)
+        assert response.status_code == 400, query
 
 
 def test_server_keeps_serving_after_bad_input(srv: Server, tmp_path: Path) -> None:

@@ -239,3 +239,41 @@ def test_health_and_openapi(server: Server) -> None:
     spec = httpx.get(f"{server.url}/openapi.json").json()
     assert "/v1/jobs" in spec["paths"]
     assert "/v1/jobs/{job_id}/logs" in spec["paths"]
+
+
+def test_leftover_background_process_does_not_hang_the_job(server: Server) -> None:
+    """A command that leaves a process holding its output still completes, and the leftover
+    is stopped with it."""
+    with server.client() as client:
+        job_id = submit(client, "sleep 120 & echo $! > $RESULT_DIR/bg.pid; echo done")
+        job = wait_for_state(client, job_id, FINAL, timeout=30)
+    assert job["state"] == "COMPLETED"
+    pid = int((server.home / "jobs" / job_id / "results" / "bg.pid").read_text())
+    assert not pid_alive(pid)
+
+
+def test_delete_of_a_running_job_stops_its_processes(server: Server) -> None:
+    """DELETE of a running job leaves none of its processes behind."""
+    with server.client() as client:
+        job_id = submit(client, "echo $$ > /tmp/loom-test-$TRAINING_ID.pid; sleep 300")
+        wait_for_state(client, job_id, {"PROCESSING"})
+        marker = Path(f"/tmp/loom-test-{job_id}.pid")
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(marker.read_text())
+        marker.unlink()
+        client.delete(job_id)
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -72,7 +72,15 @@ class LocalLauncher:
         spec_file = folder / "spec.json"
         spec_file.write_text(json.dumps(learner.spec))
         pid = self._spawner.spawn(str(spec_file), learner.token, str(folder / "wrapper.log"))
-        _write_json(folder / "pid.json", {"pid": pid, "create_time": _create_time(pid)})
+        _write_json(folder / "launch.json", {"pid": pid, "create_time": _create_time(pid)})
+
+    def _process(self, folder: Path) -> tuple[int, float | None] | None:
+        """The wrapper's pid and start time, from the launcher's record or the wrapper's own."""
+        for name in ("launch.json", "pid.json", "status.json"):
+            record = _read_json(folder / name)
+            if record is not None and record.get("pid"):
+                return int(record["pid"]), record.get("create_time")
+        return None
 
     def _alive(self, pid: int, created: float | None) -> bool:
         try:
@@ -85,36 +93,36 @@ class LocalLauncher:
 
     def status(self, handle: str) -> LearnerStatus:
         folder = Path(handle)
-        started = _read_json(folder / "pid.json")
+        found = self._process(folder)
         report = _read_json(folder / "status.json")
-        if started is None:
+        if found is None:
             return LearnerStatus(Liveness.NOT_STARTED, report)
-        if self._alive(int(started["pid"]), started.get("create_time")):
+        if self._alive(*found):
             return LearnerStatus(Liveness.RUNNING, report)
         if report is not None and report.get("state") in FINAL:
             return LearnerStatus(Liveness.EXITED, report)
         return LearnerStatus(Liveness.LOST, report)
 
     def terminate(self, handle: str, grace_s: float) -> None:
+        """SIGTERM to the wrapper, which stops its learner; SIGKILL to both if they linger.
+        A learner whose wrapper is gone is killed at once."""
         folder = Path(handle)
-        started = _read_json(folder / "pid.json")
-        if started is None:
-            return
-        pid = int(started["pid"])
-        if not self._alive(pid, started.get("create_time")):
-            return
-        _signal(pid, signal.SIGTERM)
-        timer = threading.Timer(grace_s + 5.0, self._kill, args=(folder, pid))
-        timer.daemon = True
-        timer.start()
+        found = self._process(folder)
+        group = _learner_group(folder, found)
+        if found is not None and self._alive(*found):
+            _signal(found[0], signal.SIGTERM)
+            timer = threading.Timer(grace_s + 5.0, self._kill, args=(found, group))
+            timer.daemon = True
+            timer.start()
+        elif group is not None:
+            _kill_group(group)
 
-    def _kill(self, folder: Path, pid: int) -> None:
+    def _kill(self, wrapper: tuple[int, float | None], group: tuple[int, float] | None) -> None:
         """The wrapper did not stop in time: kill it and the learner's process group."""
-        report = _read_json(folder / "status.json") or {}
-        if report.get("child_pgid"):
-            with suppress(OSError):
-                os.killpg(int(report["child_pgid"]), signal.SIGKILL)
-        _signal(pid, signal.SIGKILL)
+        if self._alive(*wrapper):
+            _signal(wrapper[0], signal.SIGKILL)
+        if group is not None:
+            _kill_group(group)
 
     def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
         return read_spool(Path(handle) / "spool.jsonl")
@@ -122,6 +130,35 @@ class LocalLauncher:
     def close(self) -> None:
         """Stop the spawner; the learners keep running in their own sessions."""
         self._spawner.close()
+
+
+def _learner_group(
+    folder: Path, wrapper: tuple[int, float | None] | None
+) -> tuple[int, float] | None:
+    """The learner command's process group, if it still belongs to this learner."""
+    report = _read_json(folder / "status.json") or {}
+    pgid = report.get("child_pgid")
+    if not pgid:
+        return None
+    try:
+        started = psutil.Process(int(pgid)).create_time()
+    except psutil.Error:
+        return None
+    wrapper_started = wrapper[1] if wrapper is not None else None
+    if wrapper_started is not None and started + 1.0 < wrapper_started:
+        return None  # an older process that now has this id
+    return int(pgid), started
+
+
+def _kill_group(group: tuple[int, float]) -> None:
+    pgid, started = group
+    try:
+        if abs(psutil.Process(pgid).create_time() - started) > 1.0:
+            return
+    except psutil.Error:
+        pass  # the leader is gone; the rest of its group may not be
+    with suppress(OSError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 class Spawner:
@@ -148,20 +185,27 @@ class Spawner:
         """Fork a wrapper for one learner; its pid."""
         request = json.dumps({"spec": spec_file, "token": token, "log": log}) + "\n"
         with self._lock:
-            for _ in range(2):
+            process = self._running()
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                process.stdin.write(request)
+                process.stdin.flush()
+            except OSError:  # it died since; the request never reached it, so ask a new one
+                self._stop(process)
                 process = self._running()
                 assert process.stdin is not None and process.stdout is not None
-                try:
-                    process.stdin.write(request)
-                    process.stdin.flush()
-                    answer = json.loads(process.stdout.readline())
-                except (OSError, ValueError):
-                    self._stop(process)
-                    continue
-                if "pid" in answer:
-                    return int(answer["pid"])
-                raise LaunchError(f"could not start a learner process: {answer.get('error')}")
-        raise LaunchError("could not start a learner process: the spawner keeps failing")
+                process.stdin.write(request)
+                process.stdin.flush()
+            assert process.stdout is not None
+            try:
+                answer = json.loads(process.stdout.readline())
+            except (OSError, ValueError) as exc:
+                # Not retried: the learner may have started; reconciliation will find it.
+                self._stop(process)
+                raise LaunchError(f"the learner spawner failed: {exc}") from exc
+        if "pid" not in answer:
+            raise LaunchError(f"could not start a learner process: {answer.get('error')}")
+        return int(answer["pid"])
 
     def _stop(self, process: subprocess.Popen[str]) -> None:
         with suppress(OSError):
@@ -203,6 +247,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)

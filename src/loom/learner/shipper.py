@@ -16,9 +16,12 @@ import time
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from typing import Any, BinaryIO, TypeAlias
+
+    Item: TypeAlias = tuple[str, str, float] | dict[str, Any] | threading.Event | None
 
 BATCH = 2000
 TAIL = 20
@@ -38,15 +41,19 @@ class Api:
         self._server_file = server_file
         self._sock: socket.socket | None = None
         self._reader: BinaryIO | None = None
+        self._lock = threading.Lock()
 
-    def _address(self) -> tuple[str, int]:
-        rest = self.url.split("://", 1)[-1].split("/", 1)[0]
-        host, _, port = rest.rpartition(":")
-        return (host.strip("[]") or "127.0.0.1", int(port or 80))
+    def _address(self) -> tuple[str, int, str]:
+        """Host, port and path prefix of the URL (plain HTTP: TLS belongs to a proxy)."""
+        parts = urlsplit(self.url)
+        if parts.scheme != "http":
+            raise ValueError(f"the learner reaches the platform over http://, not {self.url!r}")
+        return parts.hostname or "127.0.0.1", parts.port or 80, parts.path.rstrip("/")
 
     def _connect(self) -> tuple[socket.socket, BinaryIO]:
         if self._sock is None or self._reader is None:
-            self._sock = socket.create_connection(self._address(), timeout=30)
+            host, port, _ = self._address()
+            self._sock = socket.create_connection((host, port), timeout=30)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._reader = self._sock.makefile("rb")
         return self._sock, self._reader
@@ -61,9 +68,17 @@ class Api:
 
     def post(self, path: str, body: dict[str, Any]) -> bool:
         """True when the API took the request; False when it is worth sending again later."""
+        with self._lock:
+            return self._post(path, body)
+
+    def _post(self, path: str, body: dict[str, Any]) -> bool:
         data = json.dumps(body).encode()
+        try:
+            prefix = self._address()[2]
+        except ValueError:
+            return False
         head = (
-            f"POST {path} HTTP/1.1\r\nHost: loom\r\nAuthorization: Bearer {self._token}\r\n"
+            f"POST {prefix}{path} HTTP/1.1\r\nHost: loom\r\nAuthorization: Bearer {self._token}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
         )
         try:
@@ -121,7 +136,7 @@ class Shipper:
         self.learner = learner
         self.tail: deque[str] = deque(maxlen=TAIL)
         self.seq = 0
-        self._queue: queue.Queue[tuple[str, str, float] | dict[str, Any] | None] = queue.Queue()
+        self._queue: queue.Queue[Item] = queue.Queue()
         self._pending: deque[dict[str, Any]] = deque()
         self._statuses: deque[dict[str, Any]] = deque()
         self._spool = spool.open("a", encoding="utf-8")
@@ -140,16 +155,24 @@ class Shipper:
         """A progress report, sent after the lines queued before it, off the learner's path."""
         self._queue.put(status)
 
+    def sync(self, timeout: float = 10.0) -> None:
+        """Wait until every line put so far is in the spool file (not necessarily sent)."""
+        barrier = threading.Event()
+        self._queue.put(barrier)
+        barrier.wait(timeout)
+
     def _take(self, block: bool) -> bool:
         """Move queued lines into the spool and the pending list; False once closed."""
         try:
             item = self._queue.get(timeout=1.0) if block else self._queue.get_nowait()
         except queue.Empty:
             return True
-        open_ = True
+        open_, barriers = True, []
         while True:
             if item is None:
                 open_ = False
+            elif isinstance(item, threading.Event):
+                barriers.append(item)
             elif isinstance(item, dict):
                 self._statuses.append(item)
             else:
@@ -159,6 +182,8 @@ class Shipper:
             except queue.Empty:
                 break
         self._spool.flush()
+        for barrier in barriers:
+            barrier.set()
         return open_
 
     def _record(self, stream: str, text: str, at: float) -> None:
@@ -236,6 +261,6 @@ def read_spool(path: Path) -> list[dict[str, Any]]:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)

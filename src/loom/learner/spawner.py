@@ -15,27 +15,38 @@ import os
 import shutil  # noqa: F401  (imported once here, so that no fork pays for it)
 import signal
 import sys
+import traceback
 import zipfile  # noqa: F401
+from pathlib import Path
 
 from loom.learner import wrapper
+from loom.learner.shipper import write_json_atomic
 
 
 def _child(request: dict[str, str]) -> None:
-    """In the fork: a new session, output to the log file, then the wrapper."""
-    os.setsid()
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    os.close(null)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.chdir(os.path.dirname(request["spec"]))
+    """In the fork: a new session, its pid on record, output to the log file, the wrapper."""
     code = 1
     try:
+        os.setsid()
+        folder = os.path.dirname(request["spec"])
+        # Written here, before anything else, so that a platform killed right after asking for
+        # this learner finds it on restart instead of launching the job a second time.
+        write_json_atomic(Path(folder) / "pid.json", {"pid": os.getpid(), "create_time": None})
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.chdir(folder)
         code = wrapper.run_spec(request["spec"], request["token"])
+    except BaseException:
+        traceback.print_exc()
     finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(code)
 
 

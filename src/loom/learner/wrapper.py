@@ -54,30 +54,34 @@ class Learner:
         self.halting = False
 
     # -- status -----------------------------------------------------------------------------
-    def set_state(self, state: str, **extra: Any) -> None:
+    def set_state(self, state: str, **extra: Any) -> dict[str, Any]:
+        """Record where the learner is (status file first, it is what survives) and tell the
+        platform: progress in the background, the outcome by the caller."""
         status = {"state": state, "time": time.time(), "pid": os.getpid(), **extra}
         if self.child is not None:
             status["child_pgid"] = self.child.pid
         status["last_seq"] = self.shipper.seq
         write_json_atomic(self.status_file, status)
-        if _final(state):
-            self.shipper.report(status, deadline_s=self.retry_s)
-        else:
+        if not _final(state):
             self.shipper.status(status)
+        return status
 
     # -- steps ------------------------------------------------------------------------------
     def download(self) -> None:
         import zipfile
 
-        for path in self.dirs.values():
-            path.mkdir(parents=True, exist_ok=True)
+        stores = self.spec.get("data_stores", [])
+        for store in stores:
+            self._check_store(store)
+        from_store = any(store.get("data_dir") for store in stores)
+        for name, path in self.dirs.items():
+            if not (name == "DATA_DIR" and from_store):
+                path.mkdir(parents=True, exist_ok=True)
         try:
             with zipfile.ZipFile(self.spec["code_zip"]) as archive:
                 archive.extractall(self.dirs["MODEL_DIR"])
         except (OSError, zipfile.BadZipFile) as exc:
             raise StepFailed(LOAD_MODEL, f"could not unpack the model definition: {exc}") from exc
-        for store in self.spec.get("data_stores", []):
-            self._check_store(store)
 
     def _check_store(self, store: dict[str, Any]) -> None:
         if store["type"] not in LOCAL_STORE_TYPES:
@@ -116,6 +120,8 @@ class Learner:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        if self.halting:  # the halt arrived while the command was starting
+            _signal_group(self.child.pid, signal.SIGTERM)
         readers = [
             threading.Thread(target=self._read, args=(self.child.stdout, "stdout"), daemon=True),
             threading.Thread(target=self._read, args=(self.child.stderr, "stderr"), daemon=True),
@@ -125,7 +131,13 @@ class Learner:
         self.set_state("PROCESSING")
         code = self.child.wait()
         for reader in readers:
-            reader.join()
+            reader.join(timeout=2.0)
+        if any(reader.is_alive() for reader in readers):
+            # Something the command left behind holds its output open: the learner is over,
+            # and so is whatever is left of its process group.
+            _signal_group(self.child.pid, signal.SIGKILL)
+            for reader in readers:
+                reader.join(timeout=2.0)
         return code
 
     def _read(self, pipe: IO[bytes] | None, stream: str) -> None:
@@ -170,10 +182,13 @@ class Learner:
         try:
             self.set_state("DOWNLOADING")
             self.download()
+            if self.halting:
+                return self._finish("HALTED", message="halted by request")
             code = self.process()
             if self.halting:
                 return self._finish("HALTED", message="halted by request")
             self.set_state("STORING", exit_code=code)
+            self.shipper.sync()
             self.store()
         except StepFailed as exc:
             return self._finish("FAILED", error_code=exc.code, message=exc.message)
@@ -187,17 +202,22 @@ class Learner:
         how = f"exit code {code}"
         if code < 0:
             how = f"signal {signal.Signals(-code).name}"
-        tail = "\n".join(self.shipper.tail)
+        tail = "\n".join(list(self.shipper.tail))
         return (
             f"learner {self.spec['learner_id']} terminated with an error ({how}); "
             f"last lines:\n{tail}"
         )
 
     def _finish(self, state: str, **extra: Any) -> int:
+        """The outcome: in the status file at once, then every line sent, then the report, all
+        within one deadline (the platform backfills from the spool if it passes)."""
         if "exit_code" in extra and extra["exit_code"] is not None and extra["exit_code"] < 0:
             extra["exit_code"] = 128 - extra["exit_code"]
-        self.shipper.close(deadline_s=self.retry_s)
-        self.set_state(state, **extra)
+        self.shipper.sync()
+        status = self.set_state(state, **extra)
+        deadline = time.monotonic() + self.retry_s
+        if self.shipper.close(deadline_s=self.retry_s):
+            self.shipper.report(status, deadline_s=max(deadline - time.monotonic(), 1.0))
         return 0 if state == "COMPLETED" else 1
 
 

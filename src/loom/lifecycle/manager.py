@@ -44,6 +44,7 @@ from loom.tds.logs import LogService
 from loom.tds.signals import JobSignals
 
 _ID_CHARS = string.ascii_lowercase + string.digits
+LEARNER_STATES = (RUNNING_STATES | TERMINAL_STATES) - {JobState.PENDING}
 log = logging.getLogger("loom.lifecycle")
 
 
@@ -71,7 +72,7 @@ class LifecycleManager:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._changed: set[str] = set()
+        self._local = threading.local()
 
     # -- running -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -198,9 +199,14 @@ class LifecycleManager:
     @contextmanager
     def _session(self) -> Iterator[Session]:
         """A transaction; followers of the jobs it changed are woken once it has committed."""
-        with self.db.session() as session:
-            yield session
-        changed, self._changed = self._changed, set()
+        outer = getattr(self._local, "changed", None)
+        changed: set[str] = set()
+        self._local.changed = changed
+        try:
+            with self.db.session() as session:
+                yield session
+        finally:
+            self._local.changed = outer
         for job_id in changed:
             self.signals.notify(job_id)
 
@@ -233,13 +239,15 @@ class LifecycleManager:
             job.finished_at = now
             job.queue_reason = ""
         job_rows.record_event(session, job, new.value, message)
-        self._changed.add(job.id)
+        self._local.changed.add(job.id)
         return True
 
     def _apply(self, session: Session, job: Job, learner: Learner, report: dict[str, Any]) -> None:
         try:
             new = JobState(str(report.get("state")))
         except ValueError:
+            return
+        if new not in LEARNER_STATES:
             return
         old = JobState(learner.state)
         if old in TERMINAL_STATES or not can_transition(old, new):
@@ -254,15 +262,25 @@ class LifecycleManager:
         learner.message = str(report.get("message") or learner.message or "")
         if learner.attempt == job.attempt:
             self._follow_learners(session, job)
+        if new in TERMINAL_STATES and JobState(job.state) in TERMINAL_STATES:
+            session.flush()
+            if not job_rows.active_learners_of(session, job.id, TERMINAL_STATES):
+                user_rows.revoke_job_tokens(session, job.id)  # nothing may speak for it now
 
     def _backfill(self, session: Session, job: Job, learner: Learner, last_seq: int) -> None:
+        """Store, in this transaction, the spooled lines a finished learner never delivered."""
         stored = log_rows.last_seq(session, job.id, learner.attempt, learner.learner_id)
         if last_seq and stored >= last_seq:
             return
-        lines = self.launcher.spooled_lines(learner.handle)
-        if lines:
-            session.flush()
-            self.logs.backfill(job.id, learner.attempt, learner.learner_id, lines)
+        missing = [
+            line
+            for line in self.launcher.spooled_lines(learner.handle)
+            if int(line.get("seq", 0)) > stored
+        ]
+        if missing:
+            rows = self.logs.rows(job.id, learner.attempt, learner.learner_id, missing)
+            log_rows.insert_lines(session, rows)
+            self._local.changed.add(job.id)
 
     def _follow_learners(self, session: Session, job: Job) -> None:
         """Move the job to where its gang of learners is."""
@@ -287,12 +305,13 @@ class LifecycleManager:
         self._transition(session, job, new, messages.get(new, ""))
 
     def _watch(self, session: Session) -> None:
-        for job in job_rows.jobs_in_states(session, RUNNING_STATES):
-            for learner in self._current(session, job):
-                if learner.state in TERMINAL_STATES:
-                    continue
-                status = self.launcher.status(learner.handle)
-                self._apply(session, job, learner, self._as_report(job, learner, status))
+        """Ask the launcher about every learner not known to have ended, including those of a
+        job that already failed: they hold resources until they are gone."""
+        for learner, job in job_rows.active_learners(session, TERMINAL_STATES):
+            status = self.launcher.status(learner.handle)
+            if status.liveness == Liveness.LOST:
+                self.launcher.terminate(learner.handle, 0.0)  # whatever it left running
+            self._apply(session, job, learner, self._as_report(job, learner, status))
 
     def _as_report(self, job: Job, learner: Learner, status: LearnerStatus) -> dict[str, Any]:
         if status.liveness in (Liveness.RUNNING, Liveness.EXITED) and status.report:
@@ -313,6 +332,9 @@ class LifecycleManager:
             self.launcher.terminate(learner.handle, 0.0)
             learner.state = JobState.FAILED.value
             learner.message = "never started: the platform stopped while launching it"
+        if job.halt_requested:
+            self._transition(session, job, JobState.HALTED, "halted by request")
+            return
         job.queue_reason = "queued again: the platform restarted while launching it"
         self._transition(session, job, JobState.QUEUED, job.queue_reason)
 
@@ -320,9 +342,12 @@ class LifecycleManager:
         queued = job_rows.jobs_in_states(session, [JobState.QUEUED.value])
         if not queued:
             return []
-        running = job_rows.jobs_in_states(session, RUNNING_STATES)
         in_use = sum(
-            (Resources(j.cpus, j.memory, j.gpus).times(j.learners) for j in running), Resources()
+            (
+                Resources(job.cpus, job.memory, job.gpus)
+                for _, job in job_rows.active_learners(session, TERMINAL_STATES)
+            ),
+            Resources(),
         )
         candidates = [
             QueuedJob(j.id, Resources(j.cpus, j.memory, j.gpus), j.learners) for j in queued
@@ -387,16 +412,16 @@ class LifecycleManager:
     def _launch(self, job_id: str, launches: list[LearnerLaunch]) -> None:
         try:
             self.launcher.launch(launches)
-        except LaunchError as exc:
+        except Exception as exc:  # any failure to launch is the platform's, for this job only
+            log.exception("launching job %s failed", job_id)
+            message = exc.message if isinstance(exc, LaunchError) else f"launch failed: {exc}"
             with self._session() as session:
                 job = self._job(session, job_id)
                 for launch in launches:
                     self.launcher.terminate(launch.handle, 0.0)
                 for learner in self._current(session, job):
                     learner.state = JobState.FAILED.value
-                self._transition(
-                    session, job, JobState.FAILED, exc.message, ErrorCode.INTERNAL.value
-                )
+                self._transition(session, job, JobState.FAILED, message, ErrorCode.INTERNAL.value)
 
 
 def _url(settings: Settings) -> str:

@@ -45,8 +45,8 @@ def check_zip(data: bytes, *, max_unpacked: int) -> list[str]:
             )
         try:
             broken = archive.testzip()
-        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
-            raise ArchiveError(f"the model definition zip is corrupt: {exc}") from exc
+        except Exception as exc:  # zlib.error, RuntimeError (encrypted), EOFError, ...
+            raise ArchiveError(f"the model definition zip cannot be read: {exc}") from exc
         if broken is not None:
             raise ArchiveError(f"the model definition zip is corrupt: bad CRC in {broken!r}")
         names = [i.filename for i in infos if not i.is_dir()]

@@ -88,6 +88,22 @@ def delete_job(session: Session, job_id: str) -> None:
     session.execute(delete(Job).where(Job.id == job_id))
 
 
+def active_learners(session: Session, terminal: Collection[str]) -> list[tuple[Learner, Job]]:
+    """Learners not yet known to have ended, of any job, with their job."""
+    query = (
+        select(Learner, Job)
+        .join(Job, Job.id == Learner.job_id)
+        .where(Learner.state.not_in(list(terminal)))
+        .order_by(Job.submitted_at, Learner.learner_id)
+    )
+    return [(row[0], row[1]) for row in session.execute(query)]
+
+
+def active_learners_of(session: Session, job_id: str, terminal: Collection[str]) -> list[Learner]:
+    query = select(Learner).where(Learner.job_id == job_id, Learner.state.not_in(list(terminal)))
+    return list(session.scalars(query))
+
+
 def add_learners(session: Session, learners: Sequence[Learner]) -> None:
     session.add_all(learners)
     session.flush()

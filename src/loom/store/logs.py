@@ -33,6 +33,10 @@ def last_seq(session: Session, job_id: str, attempt: int, learner_id: int) -> in
     return int(session.scalar(query) or 0)
 
 
+def last_id(session: Session, job_id: str) -> int:
+    return int(session.scalar(select(func.max(LogLine.id)).where(LogLine.job_id == job_id)) or 0)
+
+
 def read_lines(
     session: Session,
     job_id: str,
@@ -51,6 +55,6 @@ def read_lines(
     if since is not None:
         query = query.where(LogLine.time >= since)
     if from_end:
-        rows = list(session.scalars(query.order_by(LogLine.id.desc()).limit(limit)))
-        return rows[::-1]
+        newest_first = query.order_by(LogLine.id.desc()).offset(offset).limit(limit)
+        return list(session.scalars(newest_first))[::-1]
     return list(session.scalars(query.order_by(LogLine.id).offset(offset).limit(limit)))

@@ -47,11 +47,11 @@ class LogService:
         self.db = db
         self.signals = signals
 
-    def ingest(
+    def rows(
         self, job_id: str, attempt: int, learner: int, lines: Sequence[dict[str, Any]]
-    ) -> int:
-        """Store a batch; lines already stored are skipped. Returns the number offered."""
-        rows = [
+    ) -> list[dict[str, Any]]:
+        """Table rows for a learner's lines (as the wrapper sends and spools them)."""
+        return [
             {
                 "job_id": job_id,
                 "attempt": attempt,
@@ -63,6 +63,12 @@ class LogService:
             }
             for line in lines
         ]
+
+    def ingest(
+        self, job_id: str, attempt: int, learner: int, lines: Sequence[dict[str, Any]]
+    ) -> int:
+        """Store a batch; lines already stored are skipped. Returns the number offered."""
+        rows = self.rows(job_id, attempt, learner, lines)
         if rows:
             with self.db.session() as session:
                 log_rows.insert_lines(session, rows)
@@ -81,16 +87,16 @@ class LogService:
 
     def query(self, job_id: str, query: LogQuery) -> list[LogLine]:
         with self.db.session() as session:
-            if query.pos < 0:
-                rows = log_rows.read_lines(
+            if query.pos < 0:  # -1: the last page; -N: the page that ends N-1 lines earlier
+                return log_rows.read_lines(
                     session,
                     job_id,
-                    limit=query.pagesize - query.pos - 1,
+                    offset=-query.pos - 1,
+                    limit=query.pagesize,
                     learner_id=query.learner,
                     since=query.since,
                     from_end=True,
                 )
-                return rows[: max(len(rows) + query.pos + 1, 0)][-query.pagesize :]
             return log_rows.read_lines(
                 session,
                 job_id,
@@ -99,6 +105,11 @@ class LogService:
                 learner_id=query.learner,
                 since=query.since,
             )
+
+    def last_id(self, job_id: str) -> int:
+        """The id of the newest stored line of a job (0 if none): where a follower starts."""
+        with self.db.session() as session:
+            return log_rows.last_id(session, job_id)
 
     def after(self, job_id: str, after_id: int, learner: int | None, limit: int) -> list[LogLine]:
         """Lines stored after the given line id: what a follower has not seen yet."""

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.background import BackgroundTask
@@ -51,8 +52,10 @@ async def submit(request: Request, loom: PlatformDep, user: UserDep) -> JSONResp
     manifest, original = load_manifest(manifest_text)
     if code is None:
         raise ArchiveError("the request has no `model_definition` part (a zip of the code)")
-    check_zip(code, max_unpacked=loom.settings.max_unpacked_mb * 2**20)
-    job = loom.lifecycle.submit(user, manifest, original, code)
+    # CRC checks and writes take time: off the event loop, which serves every log stream.
+    max_unpacked = loom.settings.max_unpacked_mb * 2**20
+    await anyio.to_thread.run_sync(lambda: check_zip(code, max_unpacked=max_unpacked))
+    job = await anyio.to_thread.run_sync(loom.lifecycle.submit, user, manifest, original, code)
     location = f"/v1/jobs/{job.id}"
     return JSONResponse({"id": job.id, "location": location}, 201, {"Location": location})
 
@@ -71,7 +74,7 @@ def list_jobs(
     loom: PlatformDep,
     user: UserDep,
     state: Annotated[list[str] | None, Query()] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> dict[str, Any]:
     with loom.db.session() as session:

@@ -28,11 +28,11 @@ def parse_since(since: str | None) -> float | None:
     """FfDL's `since`: epoch milliseconds, or an ISO-8601 time."""
     if since is None or since == "":
         return None
-    if since.lstrip("-").isdigit():
+    if since.lstrip("-").isdigit() and len(since) <= 16:
         return int(since) / 1000.0
     try:
         return datetime.fromisoformat(since.replace("Z", "+00:00")).timestamp()
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise InvalidInput(
             f"since: expected epoch milliseconds or an ISO-8601 time, got {since!r}"
         ) from exc
@@ -43,10 +43,10 @@ def logs(
     job_id: str,
     loom: PlatformDep,
     user: UserDep,
-    pos: int = 0,
+    pos: Annotated[int, Query(ge=-(10**12), le=10**12)] = 0,
     pagesize: Annotated[int, Query(ge=1, le=10_000)] = 100,
     since: str | None = None,
-    learner: Annotated[int | None, Query(ge=1)] = None,
+    learner: Annotated[int | None, Query(ge=1, le=100_000)] = None,
     follow: bool = False,
 ) -> Any:
     owned_job(loom, user, job_id)
@@ -54,7 +54,9 @@ def logs(
     first = loom.logs.query(job_id, query)
     if not follow:
         return {"job_id": job_id, "lines": [line_json(row) for row in first]}
-    stream = _follow(loom, job_id, [line_json(row) for row in first], learner)
+    # Follow on from the first page, or from now if that page was empty.
+    start = first[-1].id if first else loom.logs.last_id(job_id)
+    stream = _follow(loom, job_id, [line_json(row) for row in first], start, learner)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
@@ -71,14 +73,12 @@ def _job_state(loom: Platform, job_id: str) -> str | None:
 
 
 async def _follow(
-    loom: Platform, job_id: str, first: list[dict[str, Any]], learner: int | None
+    loom: Platform, job_id: str, first: list[dict[str, Any]], last_id: int, learner: int | None
 ) -> AsyncIterator[str]:
     """Lines as they arrive; a final `end` event carries the job's state."""
-    last_id = 0
     for line in first:
-        last_id = line["id"]
         yield _event("line", line, line["id"])
-    last_beat = time.monotonic()
+    last_write = time.monotonic()
     while True:
         state = await anyio.to_thread.run_sync(_job_state, loom, job_id)
         rows = await anyio.to_thread.run_sync(loom.logs.after, job_id, last_id, learner, 1000)
@@ -86,11 +86,12 @@ async def _follow(
             last_id = row.id
             yield _event("line", line_json(row), row.id)
         if rows:
+            last_write = time.monotonic()
             continue
         if state is None or state in TERMINAL_STATES:
             yield _event("end", {"job_id": job_id, "state": state or "DELETED"})
             return
-        woken = await loom.signals.wait(job_id, timeout=KEEPALIVE_S)
-        if not woken and time.monotonic() - last_beat >= KEEPALIVE_S:
-            last_beat = time.monotonic()
+        await loom.signals.wait(job_id, timeout=KEEPALIVE_S)
+        if time.monotonic() - last_write >= KEEPALIVE_S:
+            last_write = time.monotonic()
             yield ": keep-alive\n\n"
