@@ -18,6 +18,8 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
 
+from loom import tracking
+
 
 class DigitsCNN(nn.Module):
     def __init__(self) -> None:
@@ -97,11 +99,15 @@ def main() -> None:
             optimizer.step()
             total += loss.item() * len(batch)
         test_acc = accuracy(model, x_test, y_test)
+        train_loss = total / len(order)
         print(
-            f"rank {rank} epoch {epoch}/{args.epochs} loss={total / len(order):.4f} "
+            f"rank {rank} epoch {epoch}/{args.epochs} loss={train_loss:.4f} "
             f"test_accuracy={test_acc:.4f}",
             flush=True,
         )
+        if rank == 0:
+            tracking.log_metrics(step=epoch, group="train", loss=train_loss)
+            tracking.log_metrics(step=epoch, group="test", accuracy=test_acc)
         if rank == 0:
             checkpoints.mkdir(parents=True, exist_ok=True)
             state = {

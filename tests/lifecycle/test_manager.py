@@ -17,7 +17,7 @@ from loom.store import jobs as job_rows
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
 from loom.store.tables import User
-from loom.tds.logs import LogService
+from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 from tests.conftest import make_zip, manifest
 
@@ -30,14 +30,9 @@ class Rig:
         self.db = Database(self.settings.db_url)
         migrate(self.db.engine)
         self.launcher = launcher
-        self.logs = LogService(self.db, JobSignals())
+        self.tds = TrainingData(self.db, JobSignals())
         self.manager = LifecycleManager(
-            self.settings,
-            self.db,
-            launcher,
-            ArtifactStore(tmp / "artifacts"),
-            self.logs,
-            self.logs.signals,
+            self.settings, self.db, launcher, ArtifactStore(tmp / "artifacts"), self.tds
         )
         with self.db.session() as session:
             self.user: User = user_rows.add_user(session, "ada")
@@ -166,3 +161,27 @@ def test_reconcile_requeues_a_job_whose_learners_never_started(rig: Rig) -> None
     rig.manager.step()
     assert rig.state(job_id) == "PENDING"
     assert len(rig.launcher.launched) == 1
+
+
+def test_backfill_of_a_finished_learner_stores_what_it_never_sent(rig: Rig) -> None:
+    """A learner that ended while the platform was away is read from its spool: lines and
+    points it had not delivered are stored once, in the same transaction as its outcome."""
+    job_id = rig.submit()
+    rig.manager.step()
+    (handle,) = rig.handles(job_id)
+    rig.tds.ingest(job_id, 1, 1, [{"seq": 1, "time": 1.0, "text": "one"}], [])
+    rig.launcher.lines[handle] = [
+        {"seq": 1, "time": 1.0, "text": "one"},
+        {"seq": 2, "time": 2.0, "text": "two"},
+        {"k": "m", "seq": 1, "time": 2.0, "group": "train", "step": 1, "values": {"loss": 0.5}},
+    ]
+    rig.launcher.finish(
+        handle, {"state": "COMPLETED", "exit_code": 0, "last_seq": 2, "last_mseq": 1}
+    )
+    rig.manager.step()
+    assert rig.state(job_id) == "COMPLETED"
+    from loom.tds.logs import LogQuery
+    from loom.tds.metrics import MetricQuery
+
+    assert [r.text for r in rig.tds.logs.query(job_id, LogQuery())] == ["one", "two"]
+    assert [r.values for r in rig.tds.metrics.query(job_id, MetricQuery())] == [{"loss": 0.5}]

@@ -46,13 +46,6 @@ def test_resent_lines_are_stored_once(service: LogService) -> None:
     assert texts(service, pagesize=100) == [f"line {i}" for i in range(1, 16)]
 
 
-def test_backfill_takes_only_what_is_missing(service: LogService) -> None:
-    """Spooled lines the learner never sent are added after the stored ones."""
-    service.ingest("training-1", 1, 1, lines(1, 3))
-    service.backfill("training-1", 1, 1, lines(1, 6))
-    assert texts(service, pagesize=100) == [f"line {i}" for i in range(1, 7)]
-
-
 def test_pages(service: LogService) -> None:
     """pos ≥ 1 starts at that line; negative pos pages back from the end."""
     service.ingest("training-1", 1, 1, lines(1, 20))

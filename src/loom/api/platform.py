@@ -12,7 +12,7 @@ from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
-from loom.tds.logs import LogService
+from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
 ADMIN = "admin"
@@ -23,9 +23,12 @@ class Platform:
     settings: Settings
     db: Database
     artifacts: ArtifactStore
-    signals: JobSignals
-    logs: LogService
+    tds: TrainingData
     lifecycle: LifecycleManager
+
+    @property
+    def signals(self) -> JobSignals:
+        return self.tds.signals
 
     def close(self) -> None:
         self.lifecycle.stop()
@@ -49,12 +52,9 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     migrate(db.engine)
     bootstrap_admin(db, settings)
     artifacts = ArtifactStore(settings.artifacts_dir)
-    signals = JobSignals()
-    logs = LogService(db, signals)
-    lifecycle = LifecycleManager(
-        settings, db, launcher or make_launcher(settings), artifacts, logs, signals
-    )
-    return Platform(settings, db, artifacts, signals, logs, lifecycle)
+    tds = TrainingData(db, JobSignals())
+    lifecycle = LifecycleManager(settings, db, launcher or make_launcher(settings), artifacts, tds)
+    return Platform(settings, db, artifacts, tds, lifecycle)
 
 
 def bootstrap_admin(db: Database, settings: Settings) -> None:

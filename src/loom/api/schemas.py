@@ -58,6 +58,7 @@ class LogBatchIn(BaseModel):
     attempt: int
     learner: int
     lines: list[LogLineIn] = Field(default_factory=list, max_length=10_000)
+    metrics: list[dict[str, Any]] = Field(default_factory=list, max_length=10_000)
 
 
 def job_summary(job: Job) -> dict[str, Any]:

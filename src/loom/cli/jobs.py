@@ -33,17 +33,27 @@ def _styled(state: str) -> str:
     return f"[{style}]{state}[/{style}]"
 
 
-def follow_job(loom: LoomClient, job_id: str, learner: int | None = None) -> str:
-    """Print the job's lines as they arrive; returns its final state."""
+def follow_job(
+    loom: LoomClient, job_id: str, learner: int | None = None, *, metrics: bool = False
+) -> str:
+    """Print the job's lines (and metric points) as they arrive; returns its final state."""
     learners = loom.job(job_id).get("learners", 1)
-    for kind, data in loom.follow(job_id, learner=learner):
+    for kind, data in loom.follow(job_id, learner=learner, metrics=metrics):
+        prefix = f"[{data.get('learner')}] " if learners > 1 and learner is None else ""
         if kind == "line":
-            prefix = f"[{data['learner']}] " if learners > 1 and learner is None else ""
             sys.stdout.write(prefix + data["line"] + "\n")
             sys.stdout.flush()
+        elif kind == "metric":
+            values = " ".join(f"{k}={_short(v)}" for k, v in data["values"].items())
+            step = f" step {data['step']}" if data["step"] is not None else ""
+            console.print(f"{prefix}[dim]▸ {data['group']}{step}: {values}[/dim]", highlight=False)
         elif kind == "end":
             return str(data.get("state"))
     return str(loom.job(job_id)["state"])
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _final(loom: LoomClient, job_id: str) -> dict[str, Any]:
@@ -66,7 +76,7 @@ def train(
         console.print(f"Submitted [bold]{job_id}[/bold]")
         if not follow:
             return
-        follow_job(loom, job_id)
+        follow_job(loom, job_id, metrics=True)
         job = _final(loom, job_id)
         console.print(f"{job_id}: {_styled(job['state'])} {job.get('status_message') or ''}")
         if job["state"] != "COMPLETED":

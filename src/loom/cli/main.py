@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from loom.cli import jobs, users
+from loom.cli.metrics import metrics
 from loom.cli.server import server
 
 app = typer.Typer(
@@ -14,6 +15,7 @@ app = typer.Typer(
 )
 app.command()(server)
 jobs.register(app)
+app.command()(metrics)
 app.add_typer(users.app, name="users")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,29 +145,80 @@ class LoomClient:
         return lines
 
     def follow(
-        self, job_id: str, *, learner: int | None = None, pos: int = 0
+        self,
+        job_id: str,
+        *,
+        learner: int | None = None,
+        pos: int = 0,
+        metrics: bool = False,
+        reconnect_s: float = 60.0,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Server-sent events as (`line`|`end`, data) until the job ends."""
-        params: dict[str, Any] = {"follow": "true", "pos": pos, "pagesize": 10_000}
+        """Server-sent events as (`line`|`metric`|`end`, data) until the job ends.
+
+        With `metrics`, the stream carries metric points as well as log lines. If the
+        connection drops (a restart of the platform, say), it reconnects with `Last-Event-ID`
+        for up to `reconnect_s` seconds, so nothing is missed or repeated.
+        """
+        last_id: str | None = None
+        gave_up = time.monotonic() + reconnect_s
+        while True:
+            try:
+                for event_id, kind, data in self._events(job_id, learner, pos, metrics, last_id):
+                    last_id = event_id or last_id
+                    gave_up = time.monotonic() + reconnect_s
+                    yield kind, data
+                    if kind == "end":
+                        return
+                return
+            except (httpx.TransportError, ClientError) as exc:
+                if isinstance(exc, ClientError) and 0 < exc.status < 500:
+                    raise
+                if time.monotonic() > gave_up:
+                    raise ClientError(f"lost the stream of job {job_id}: {exc}") from exc
+                time.sleep(0.5)
+
+    def _events(
+        self, job_id: str, learner: int | None, pos: int, metrics: bool, last_id: str | None
+    ) -> Iterator[tuple[str | None, str, dict[str, Any]]]:
+        params: dict[str, Any] = {"follow": "true"}
         if learner is not None:
             params["learner"] = learner
+        if not metrics:
+            params.update(pos=pos, pagesize=10_000)
+        headers = {"Last-Event-ID": last_id} if last_id else {}
+        path = f"/v1/jobs/{job_id}/{'metrics' if metrics else 'logs'}"
         timeout = httpx.Timeout(60.0, read=None)
-        path = f"/v1/jobs/{job_id}/logs"
-        with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+        with self._http.stream(
+            "GET", path, params=params, headers=headers, timeout=timeout
+        ) as response:
             if not response.is_success:
                 response.read()
                 _raise_for(response)
-            kind, data = "message", ""
+            event_id, kind, data = None, "message", ""
             for raw in response.iter_lines():
-                if raw.startswith("event:"):
+                if raw.startswith("id:"):
+                    event_id = raw[3:].strip()
+                elif raw.startswith("event:"):
                     kind = raw[6:].strip()
                 elif raw.startswith("data:"):
                     data += raw[5:].strip()
                 elif raw == "" and data:
-                    yield kind, json.loads(data)
-                    if kind == "end":
-                        return
-                    kind, data = "message", ""
+                    yield event_id, kind, json.loads(data)
+                    event_id, kind, data = None, "message", ""
+
+    def metrics(self, job_id: str, **params: Any) -> dict[str, Any]:
+        """`GET /v1/jobs/{id}/metrics` with `form`, `group`, `name`, `learner`, `pos`, …"""
+        query = {k: v for k, v in params.items() if v is not None}
+        result: dict[str, Any] = self._request(
+            "GET", f"/v1/jobs/{job_id}/metrics", params=query
+        ).json()
+        return result
+
+    def log_metrics(self, job_id: str, points: list[dict[str, Any]]) -> int:
+        """Add points to a job from outside it (each with a `seq`, idempotent)."""
+        body = {"metrics": points}
+        response = self._request("POST", f"/v1/jobs/{job_id}/metrics", json=body)
+        return int(response.json()["accepted"])
 
     # -- users -----------------------------------------------------------------------------
     def add_user(self, name: str, *, admin: bool = False) -> dict[str, Any]:

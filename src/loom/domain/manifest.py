@@ -18,9 +18,11 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from loom.domain.errors import ManifestError
+from loom.domain.patterns import PatternError, compile_pattern, reference
 from loom.domain.resources import ResourceError, Resources, parse_memory
 
 REDACTED = "***"
@@ -154,6 +156,8 @@ class GroupMeta(_Strict):
 
 
 class RegexGroup(_Strict):
+    """One group of FfDL's regex_extractor: a pattern, and what of its match makes a point."""
+
     regex: Text = Field(min_length=1)
     meta: GroupMeta = Field(default_factory=GroupMeta)
     scalars: dict[str, TypedValue] | None = None
@@ -163,14 +167,26 @@ class RegexGroup(_Strict):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        # FfDL's macros (%{FLOAT:name}) are expanded by the collector; here only the shape matters.
-        probe = re.sub(r"%\{[A-Z_]+(?::\w+)?\}", "x", value)
-        probe = re.sub(r"\$\w+", "x", probe)
         try:
-            re.compile(probe)
-        except re.error as exc:
-            raise ValueError(f"is not a valid regular expression: {exc}") from exc
+            compile_pattern(value)
+        except PatternError as exc:
+            raise ValueError(str(exc)) from exc
         return value
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> RegexGroup:
+        if not (self.scalars or self.values):
+            raise ValueError("a group needs `scalars` (or FfDL's `values`): the values to extract")
+        named = set(compile_pattern(self.regex).groupindex)
+        fields = {**(self.scalars or {}), **(self.values or {}), **(self.etimes or {})}
+        for key, typed in fields.items():
+            ref = reference(typed.value)
+            if ref is not None and ref not in named:
+                raise ValueError(
+                    f"{key} refers to ${ref}, which the regex does not capture "
+                    f"(named groups: {', '.join(sorted(named)) or 'none'})"
+                )
+        return self
 
 
 class EvaluationMetrics(_Strict):
@@ -187,6 +203,12 @@ class EvaluationMetrics(_Strict):
     @property
     def lookahead(self) -> int:
         return self.line_lookahead or self.linelookahead or 4
+
+    @model_validator(mode="after")
+    def _groups_for_regex(self) -> EvaluationMetrics:
+        if self.type == MetricsType.REGEX_EXTRACTOR and not self.groups:
+            raise ValueError("regex_extractor needs `groups`, each with a `regex`")
+        return self
 
 
 class RestartPolicy(StrEnum):

@@ -21,7 +21,9 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from typing import Any, BinaryIO, TypeAlias
 
-    Item: TypeAlias = tuple[str, str, float] | dict[str, Any] | threading.Event | None
+    from loom.learner.collectors import LineCollector, Point
+
+    Item: TypeAlias = tuple[str, str, float] | dict[str, Any] | list[Point] | threading.Event | None
 
 BATCH = 2000
 TAIL = 20
@@ -127,15 +129,30 @@ def _read_response(reader: BinaryIO) -> tuple[int, bool]:
 
 
 class Shipper:
-    """Numbers lines, spools them, and sends them from a background thread."""
+    """Numbers lines and metric points, spools them, and sends them from a background thread.
 
-    def __init__(self, api: Api, base_path: str, spool: Path, attempt: int, learner: int) -> None:
+    Line collectors run here, on the sending thread, so that the learner's own output is never
+    held up by metric extraction.
+    """
+
+    def __init__(
+        self,
+        api: Api,
+        base_path: str,
+        spool: Path,
+        attempt: int,
+        learner: int,
+        collectors: list[LineCollector] | None = None,
+    ) -> None:
         self.api = api
         self.base_path = base_path
         self.attempt = attempt
         self.learner = learner
+        self.collectors = collectors or []
         self.tail: deque[str] = deque(maxlen=TAIL)
         self.seq = 0
+        self.mseq = 0
+        self._metrics: deque[dict[str, Any]] = deque()
         self._queue: queue.Queue[Item] = queue.Queue()
         self._pending: deque[dict[str, Any]] = deque()
         self._statuses: deque[dict[str, Any]] = deque()
@@ -154,6 +171,11 @@ class Shipper:
     def status(self, status: dict[str, Any]) -> None:
         """A progress report, sent after the lines queued before it, off the learner's path."""
         self._queue.put(status)
+
+    def put_points(self, points: list[Point]) -> None:
+        """Metric points found by a file collector."""
+        if points:
+            self._queue.put(points)
 
     def sync(self, timeout: float = 10.0) -> None:
         """Wait until every line put so far is in the spool file (not necessarily sent)."""
@@ -175,6 +197,9 @@ class Shipper:
                 barriers.append(item)
             elif isinstance(item, dict):
                 self._statuses.append(item)
+            elif isinstance(item, list):
+                for point in item:
+                    self._record_point(point, time.time())
             else:
                 self._record(*item)
             try:
@@ -192,15 +217,36 @@ class Shipper:
         line = {"seq": self.seq, "time": self._last_time, "stream": stream, "text": text}
         self._spool.write(json.dumps(line) + "\n")
         self._pending.append(line)
+        for collector in self.collectors:
+            try:
+                points = collector.on_line(text)
+            except Exception:  # a collector's trouble never costs the learner a line
+                continue
+            for point in points:
+                self._record_point(point, self._last_time)
+
+    def _record_point(self, point: Point, at: float) -> None:
+        self.mseq += 1
+        entry = {"k": "m", "seq": self.mseq, "time": at, **point}
+        self._spool.write(json.dumps(entry) + "\n")
+        self._metrics.append(entry)
 
     def _send(self) -> bool:
-        while self._pending:
-            batch = [self._pending[i] for i in range(min(BATCH, len(self._pending)))]
-            body = {"attempt": self.attempt, "learner": self.learner, "lines": batch}
+        while self._pending or self._metrics:
+            lines = [self._pending[i] for i in range(min(BATCH, len(self._pending)))]
+            points = [self._metrics[i] for i in range(min(BATCH, len(self._metrics)))]
+            body = {
+                "attempt": self.attempt,
+                "learner": self.learner,
+                "lines": lines,
+                "metrics": points,
+            }
             if not self.api.post(self.base_path + "/logs", body):
                 return False
-            for _ in batch:
+            for _ in lines:
                 self._pending.popleft()
+            for _ in points:
+                self._metrics.popleft()
         while self._statuses:
             body = {"attempt": self.attempt, "learner": self.learner, **self._statuses[0]}
             if not self.api.post(self.base_path + "/status", body):
@@ -210,10 +256,10 @@ class Shipper:
 
     def _run(self) -> None:
         backoff, open_, last_contact = 0.0, True, time.monotonic()
-        while open_ or self._pending or self._statuses:
+        while open_ or self._busy:
             if open_:
-                open_ = self._take(block=not (self._pending or self._statuses))
-            if self._pending or self._statuses:
+                open_ = self._take(block=not self._busy)
+            if self._busy:
                 if self._send():
                     backoff, last_contact = 0.0, time.monotonic()
                 else:
@@ -221,6 +267,10 @@ class Shipper:
                     time.sleep(backoff)
             elif time.monotonic() - last_contact > HEARTBEAT_S and self._heartbeat():
                 last_contact = time.monotonic()
+
+    @property
+    def _busy(self) -> bool:
+        return bool(self._pending or self._metrics or self._statuses)
 
     def _heartbeat(self) -> bool:
         body = {"attempt": self.attempt, "learner": self.learner, "lines": []}
@@ -258,6 +308,13 @@ def read_spool(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return lines
+
+
+def split_spool(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A spool's log lines and its metric points."""
+    lines = [e for e in entries if e.get("k") is None]
+    points = [e for e in entries if e.get("k") == "m"]
+    return lines, points
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

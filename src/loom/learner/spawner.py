@@ -19,7 +19,7 @@ import traceback
 import zipfile  # noqa: F401
 from pathlib import Path
 
-from loom.learner import wrapper
+from loom.learner import tensorboard, wrapper  # noqa: F401  (tensorboard: warmed for forks)
 from loom.learner.shipper import write_json_atomic
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loom.learner.collectors import file_collectors, line_collectors
 from loom.learner.shipper import Api, Shipper, write_json_atomic
 
 if TYPE_CHECKING:
@@ -46,9 +47,17 @@ class Learner:
         home = spec.get("home")
         api = Api(spec["api_url"], token, Path(home) / "server.json" if home else None)
         base = f"/v1/learner/jobs/{spec['job_id']}/learners/{spec['learner_id']}"
+        metrics = spec.get("metrics")
         self.shipper = Shipper(
-            api, base, Path(spec["spool_file"]), spec["attempt"], spec["learner_id"]
+            api,
+            base,
+            Path(spec["spool_file"]),
+            spec["attempt"],
+            spec["learner_id"],
+            line_collectors(metrics),
         )
+        self.file_collectors = file_collectors(metrics, {k: str(v) for k, v in self.dirs.items()})
+        self._polling = threading.Event()
         self.retry_s = float(spec.get("retry_s", 600))
         self.child: subprocess.Popen[bytes] | None = None
         self.halting = False
@@ -61,6 +70,7 @@ class Learner:
         if self.child is not None:
             status["child_pgid"] = self.child.pid
         status["last_seq"] = self.shipper.seq
+        status["last_mseq"] = self.shipper.mseq
         write_json_atomic(self.status_file, status)
         if not _final(state):
             self.shipper.status(status)
@@ -128,8 +138,12 @@ class Learner:
         ]
         for reader in readers:
             reader.start()
+        poller = threading.Thread(target=self._poll_files, daemon=True)
+        poller.start()
         self.set_state("PROCESSING")
         code = self.child.wait()
+        self._polling.set()
+        poller.join(timeout=10.0)
         for reader in readers:
             reader.join(timeout=2.0)
         if any(reader.is_alive() for reader in readers):
@@ -139,6 +153,19 @@ class Learner:
             for reader in readers:
                 reader.join(timeout=2.0)
         return code
+
+    def _poll_files(self) -> None:
+        """Metric files are read while the learner runs, and once more after it ended."""
+        while not self._polling.wait(0.5):
+            self._collect(final=False)
+        self._collect(final=True)
+
+    def _collect(self, final: bool) -> None:
+        for collector in self.file_collectors:
+            try:
+                self.shipper.put_points(collector.poll(final))
+            except Exception:  # a collector's trouble never fails the learner
+                continue
 
     def _read(self, pipe: IO[bytes] | None, stream: str) -> None:
         assert pipe is not None
@@ -243,9 +270,11 @@ def _render_log(spool: Path, target: Path) -> None:
     with spool.open(encoding="utf-8") as source, target.open("w", encoding="utf-8") as out:
         for raw in source:
             try:
-                out.write(json.loads(raw)["text"] + "\n")
-            except (ValueError, KeyError):
+                entry = json.loads(raw)
+            except ValueError:
                 continue
+            if "text" in entry:
+                out.write(entry["text"] + "\n")
 
 
 def run_spec(spec_file: str, token: str) -> int:

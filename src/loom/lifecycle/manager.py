@@ -36,12 +36,10 @@ from loom.lifecycle.workspace import Workspace, free_port, learner_spec
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
-from loom.store import logs as log_rows
 from loom.store import users as user_rows
 from loom.store.db import Database
 from loom.store.tables import Job, Learner, User
-from loom.tds.logs import LogService
-from loom.tds.signals import JobSignals
+from loom.tds.service import TrainingData
 
 _ID_CHARS = string.ascii_lowercase + string.digits
 LEARNER_STATES = (RUNNING_STATES | TERMINAL_STATES) - {JobState.PENDING}
@@ -59,15 +57,14 @@ class LifecycleManager:
         db: Database,
         launcher: Launcher,
         artifacts: ArtifactStore,
-        logs: LogService,
-        signals: JobSignals,
+        tds: TrainingData,
     ) -> None:
         self.settings = settings
         self.db = db
         self.launcher = launcher
         self.artifacts = artifacts
-        self.logs = logs
-        self.signals = signals
+        self.tds = tds
+        self.signals = tds.signals
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -253,7 +250,7 @@ class LifecycleManager:
         if old in TERMINAL_STATES or not can_transition(old, new):
             return
         if new in TERMINAL_STATES:
-            self._backfill(session, job, learner, int(report.get("last_seq") or 0))
+            self._backfill(session, job, learner, report)
             learner.finished_at = time.time()
         learner.state = new.value
         if report.get("exit_code") is not None:
@@ -267,19 +264,16 @@ class LifecycleManager:
             if not job_rows.active_learners_of(session, job.id, TERMINAL_STATES):
                 user_rows.revoke_job_tokens(session, job.id)  # nothing may speak for it now
 
-    def _backfill(self, session: Session, job: Job, learner: Learner, last_seq: int) -> None:
-        """Store, in this transaction, the spooled lines a finished learner never delivered."""
-        stored = log_rows.last_seq(session, job.id, learner.attempt, learner.learner_id)
-        if last_seq and stored >= last_seq:
+    def _backfill(
+        self, session: Session, job: Job, learner: Learner, report: dict[str, Any]
+    ) -> None:
+        """Store, in this transaction, what a finished learner spooled but never delivered."""
+        ids = (job.id, learner.attempt, learner.learner_id)
+        sent = (int(report.get("last_seq") or 0), int(report.get("last_mseq") or 0))
+        stored = self.tds.delivered(session, *ids)
+        if sent != (0, 0) and all(have >= want for have, want in zip(stored, sent, strict=True)):
             return
-        missing = [
-            line
-            for line in self.launcher.spooled_lines(learner.handle)
-            if int(line.get("seq", 0)) > stored
-        ]
-        if missing:
-            rows = self.logs.rows(job.id, learner.attempt, learner.learner_id, missing)
-            log_rows.insert_lines(session, rows)
+        if self.tds.backfill(session, *ids, self.launcher.spooled_lines(learner.handle)):
             self._local.changed.add(job.id)
 
     def _follow_learners(self, session: Session, job: Job) -> None:

@@ -130,6 +130,11 @@ def learner_spec(
         "dirs": workspace.dirs(learner, manifest),
         "env": env,
         "data_stores": store_specs(manifest, job_id),
+        "metrics": (
+            manifest.evaluation_metrics.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if manifest.evaluation_metrics is not None
+            else None
+        ),
         "api_url": api_url,
         "home": str(home),
         "python": sys.executable,

@@ -9,20 +9,23 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from loom.store.tables import LogLine
+from loom.store.tables import Base, LogLine
+
+
+def insert_ignoring_duplicates(
+    session: Session, table: type[Base], rows: Sequence[dict[str, Any]]
+) -> None:
+    """Insert rows; one whose unique key is already stored is skipped (resends are no-ops)."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(insert(table).on_conflict_do_nothing(), list(rows))
 
 
 def insert_lines(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     """Insert lines; a line already stored (same job, attempt, learner, seq) is skipped."""
-    if not rows:
-        return
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        pg = postgresql.insert(LogLine).on_conflict_do_nothing()
-        session.execute(pg, list(rows))
-    else:
-        lite = sqlite.insert(LogLine).on_conflict_do_nothing()
-        session.execute(lite, list(rows))
+    insert_ignoring_duplicates(session, LogLine, rows)
 
 
 def last_seq(session: Session, job_id: str, attempt: int, learner_id: int) -> int:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     Float,
@@ -119,3 +122,25 @@ class LogLine(Base):
     time: Mapped[float] = mapped_column(Float)
     stream: Mapped[str] = mapped_column(String(8))
     text: Mapped[str] = mapped_column(Text)
+
+
+class MetricPoint(Base):
+    """One evaluation-metrics point of a learner: a group (train, test, ...), a step and the
+    other x-axis values (`etimes`), and named values. Unique on (job, attempt, learner, seq)."""
+
+    __tablename__ = "metric_points"
+    __table_args__ = (
+        UniqueConstraint("job_id", "attempt", "learner_id", "seq"),
+        Index("ix_metric_points_job_id_id", "job_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    learner_id: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    time: Mapped[float] = mapped_column(Float)
+    group: Mapped[str] = mapped_column(String(100))
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    etimes: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    values: Mapped[dict[str, float]] = mapped_column(JSON)

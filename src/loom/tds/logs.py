@@ -75,16 +75,6 @@ class LogService:
             self.signals.notify(job_id)
         return len(rows)
 
-    def backfill(
-        self, job_id: str, attempt: int, learner: int, spooled: Sequence[dict[str, Any]]
-    ) -> None:
-        """Store the spooled lines the learner could not send (an outage at its end)."""
-        with self.db.session() as session:
-            stored = log_rows.last_seq(session, job_id, attempt, learner)
-        missing = [line for line in spooled if int(line.get("seq", 0)) > stored]
-        for start in range(0, len(missing), 5000):
-            self.ingest(job_id, attempt, learner, missing[start : start + 5000])
-
     def query(self, job_id: str, query: LogQuery) -> list[LogLine]:
         with self.db.session() as session:
             if query.pos < 0:  # -1: the last page; -N: the page that ends N-1 lines earlier

@@ -25,12 +25,12 @@ def logs(
     job_id: str, learner_id: int, body: LogBatchIn, who: CallerDep, loom: PlatformDep
 ) -> dict[str, Any]:
     _check_scope(who, job_id, learner_id, body.learner)
-    if not body.lines:
+    if not (body.lines or body.metrics):
         loom.lifecycle.heartbeat(job_id, body.attempt, learner_id)
         return {"accepted": 0}
     lines = [line.model_dump() for line in body.lines]
-    count = loom.logs.ingest(job_id, body.attempt, learner_id, lines)
-    return {"accepted": count}
+    loom.tds.ingest(job_id, body.attempt, learner_id, lines, body.metrics)
+    return {"accepted": len(lines) + len(body.metrics)}
 
 
 @router.post("/{job_id}/learners/{learner_id}/status")

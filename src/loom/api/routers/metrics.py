@@ -1,0 +1,93 @@
+"""`/v1/jobs/{id}/metrics`: evaluation metrics as FfDL-style pages, chart series, FfDL's
+EMetrics records, or a live stream with the log lines; and points logged from outside."""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import StrEnum
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Header, Query, Request
+
+from loom.api.auth import PlatformDep, UserDep, owned_job
+from loom.api.routers import stream
+from loom.api.routers.logs import parse_since
+from loom.api.routers.stream import Cursor, Wanted
+from loom.domain.errors import InvalidInput
+from loom.tds.metrics import MetricQuery, emetrics_json, point_json
+
+router = APIRouter(prefix="/v1/jobs", tags=["metrics"])
+
+MAX_BATCH = 50_000
+
+
+class Form(StrEnum):
+    POINTS = "points"
+    SERIES = "series"
+    EMETRICS = "emetrics"
+
+
+@router.get("/{job_id}/metrics", response_model=None)
+def metrics(
+    job_id: str,
+    loom: PlatformDep,
+    user: UserDep,
+    pos: Annotated[int, Query(ge=-(10**12), le=10**12)] = 0,
+    pagesize: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    since: str | None = None,
+    group: Annotated[str | None, Query(max_length=100)] = None,
+    name: Annotated[str | None, Query(max_length=200)] = None,
+    learner: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+    form: Form = Form.POINTS,
+    follow: bool = False,
+    lines: Annotated[bool, Query(description="with follow: the log lines too")] = True,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> Any:
+    """Points (`form=points`), `{group: {name: {steps, values}}}` (`form=series`) or FfDL's
+    records (`form=emetrics`); `follow=true` streams points and log lines as they arrive."""
+    owned_job(loom, user, job_id)
+    if follow:
+        cursor = Cursor.parse(last_event_id) if last_event_id else Cursor()
+        wanted = Wanted(lines=lines, points=True, learner=learner)
+        return stream.response(stream.follow(loom, job_id, cursor, wanted))
+    query = MetricQuery(
+        pos=pos,
+        pagesize=pagesize,
+        since=parse_since(since),
+        group=group,
+        name=name,
+        learner=learner,
+    )
+    if form == Form.SERIES:
+        return {"job_id": job_id, "series": loom.tds.metrics.series(job_id, query)}
+    rows = loom.tds.metrics.query(job_id, query)
+    if form == Form.EMETRICS:
+        first = max(pos, 1)
+        return {"models": [emetrics_json(r, job_id, first + i) for i, r in enumerate(rows)]}
+    return {"job_id": job_id, "metrics": [point_json(row) for row in rows]}
+
+
+@router.post("/{job_id}/metrics", status_code=201)
+async def log_metrics(
+    job_id: str, request: Request, loom: PlatformDep, user: UserDep
+) -> dict[str, Any]:
+    """Points logged by the job's owner from outside the job (an evaluation run, a notebook):
+    `{"metrics": [{"seq", "group", "step", "values": {...}, "time"?}]}`, idempotent on `seq`.
+    They are stored as learner 0."""
+    owned_job(loom, user, job_id)
+    try:
+        body = json.loads(await request.body())
+        points = body["metrics"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidInput('send {"metrics": [{"seq": 1, "values": {"loss": 0.1}}, ...]}') from exc
+    if not isinstance(points, list) or len(points) > MAX_BATCH:
+        raise InvalidInput(f"metrics: a list of at most {MAX_BATCH} points")
+    now = time.time()
+    for point in points:
+        if not isinstance(point, dict) or "seq" not in point:
+            raise InvalidInput(f"metrics: every point needs a `seq`, got {point!r}"[:300])
+        point.setdefault("time", now)
+    await anyio.to_thread.run_sync(loom.tds.ingest, job_id, 0, 0, [], points)
+    return {"accepted": len(points)}

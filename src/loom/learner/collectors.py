@@ -1,0 +1,213 @@
+"""Evaluation-metrics collectors: what turns a learner's output into metric points.
+
+Line collectors (`regex_extractor`, Katib's `name=value` lines) see every line the learner
+prints; file collectors (emetrics JSON lines, which the tracking SDK writes too, and TensorBoard
+event files) are polled. A line or record that does not parse is left alone: it stays a log line
+and never stops the job. A point is `{"group", "step", "etimes", "values"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from loom.domain.patterns import compile_pattern, reference
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    Point = dict[str, Any]
+
+EMETRICS_FILE = "evaluation-metrics.txt"
+STEP_NAMES = ("step", "iteration", "iter", "epoch", "batch", "global_step")
+_KATIB_PAIR = re.compile(r"([\w|-]+)\s*=\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?=$|[\s,;])")
+
+
+class LineCollector(Protocol):
+    def on_line(self, text: str) -> list[Point]: ...
+
+
+class FileCollector(Protocol):
+    def poll(self, final: bool = False) -> list[Point]: ...
+
+
+def step_of(etimes: dict[str, Any]) -> int | None:
+    """The x-axis value that is the step: `step`, `iteration`, `epoch`, … or the first integer."""
+    for name in (*STEP_NAMES, *etimes):
+        value = etimes.get(name)
+        try:
+            if value is not None and float(value).is_integer():
+                return int(float(value))
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _typed(kind: str, raw: str | None) -> Any:
+    if raw is None:
+        return None
+    if kind == "FLOAT":
+        return float(raw)
+    if kind == "INT":
+        return int(float(raw))
+    if kind == "JSONSTRING":
+        return json.loads(raw)
+    return raw
+
+
+class RegexCollector:
+    """FfDL's regex_extractor: a window of the last `line_lookahead` lines is matched against
+    each group's pattern; a match makes a point and clears the window."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.window: deque[str] = deque(
+            maxlen=int(spec.get("line_lookahead") or spec.get("linelookahead") or 4)
+        )
+        self.groups = [
+            (
+                label,
+                compile_pattern(group["regex"]),
+                {**(group.get("values") or {}), **(group.get("scalars") or {})},
+                group.get("etimes") or {},
+            )
+            for label, group in (spec.get("groups") or {}).items()
+        ]
+
+    def on_line(self, text: str) -> list[Point]:
+        self.window.append(text)
+        joined = "\n".join(self.window)
+        for label, pattern, scalars, etimes in self.groups:
+            match = pattern.match(joined)
+            if match is None:
+                continue
+            found = match.groupdict()
+            values = {k: self._value(v, found) for k, v in scalars.items()}
+            numeric = {k: v for k, v in values.items() if isinstance(v, int | float)}
+            if not numeric:
+                continue
+            times = {k: self._value(v, found) for k, v in etimes.items()}
+            self.window.clear()
+            return [{"group": label, "step": step_of(times), "etimes": times, "values": numeric}]
+        return []
+
+    @staticmethod
+    def _value(typed: dict[str, str], found: dict[str, str | None]) -> Any:
+        raw = typed.get("value", "")
+        ref = reference(raw)
+        try:
+            return _typed(typed.get("type", "STRING"), found.get(ref) if ref else raw)
+        except (TypeError, ValueError):
+            return None
+
+
+class KatibCollector:
+    """Katib's stdout format: every `name=value` pair on a line, a step from `epoch=`/`step=`."""
+
+    def on_line(self, text: str) -> list[Point]:
+        pairs = {name: float(value) for name, value in _KATIB_PAIR.findall(text)}
+        if not pairs:
+            return []
+        etimes = {k: int(pairs.pop(k)) for k in STEP_NAMES if k in pairs}
+        if not pairs:
+            return []
+        return [{"group": "default", "step": step_of(etimes), "etimes": etimes, "values": pairs}]
+
+
+class _Tail:
+    """New complete lines of a file that may not exist yet and grows while we read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def lines(self) -> list[str]:
+        try:
+            with self.path.open("rb") as source:
+                source.seek(self.offset)
+                chunk = source.read()
+        except OSError:
+            return []
+        end = chunk.rfind(b"\n") + 1
+        self.offset += end
+        return chunk[:end].decode("utf-8", "replace").splitlines()
+
+
+def emetrics_point(record: dict[str, Any]) -> Point | None:
+    """FfDL's EMetrics record (`grouplabel`, typed `etimes` and `values`) as a point."""
+
+    def plain(items: Any) -> dict[str, Any]:
+        out = {}
+        for key, typed in (items or {}).items():
+            try:
+                if isinstance(typed, dict):
+                    out[key] = _typed(str(typed.get("type", "FLOAT")), typed.get("value"))
+                else:
+                    out[key] = typed
+            except (TypeError, ValueError):
+                continue
+        return out
+
+    values = {k: v for k, v in plain(record.get("values")).items() if isinstance(v, int | float)}
+    if not values:
+        return None
+    etimes = plain(record.get("etimes"))
+    group = record.get("grouplabel") or record.get("group") or "default"
+    return {"group": str(group), "step": step_of(etimes), "etimes": etimes, "values": values}
+
+
+class EMetricsCollector:
+    """FfDL's emetrics file (JSON lines); the tracking SDK writes the same file."""
+
+    def __init__(self, path: Path) -> None:
+        self.tail = _Tail(path)
+
+    def poll(self, final: bool = False) -> list[Point]:
+        points = []
+        for line in self.tail.lines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            point = emetrics_point(record) if isinstance(record, dict) else None
+            if point is not None:
+                points.append(point)
+        return points
+
+
+def line_collectors(spec: dict[str, Any] | None) -> list[LineCollector]:
+    kind = (spec or {}).get("type")
+    if kind == "regex_extractor":
+        return [RegexCollector(spec or {})]
+    if kind == "katib":
+        return [KatibCollector()]
+    return []
+
+
+def file_collectors(spec: dict[str, Any] | None, env: dict[str, str]) -> list[FileCollector]:
+    """The emetrics file in LOG_DIR always (the SDK's channel); the manifest's choice besides."""
+    from loom.learner.tensorboard import TensorBoardCollector
+
+    spec = spec or {}
+    log_dir = Path(env["LOG_DIR"])
+    found: list[FileCollector] = [EMetricsCollector(log_dir / EMETRICS_FILE)]
+    extra = _expand(spec.get("in"), env)
+    if spec.get("type") == "emetrics_file" and extra is not None:
+        found.append(EMetricsCollector(extra if extra.suffix else extra / EMETRICS_FILE))
+    if spec.get("type") == "tensorboard":
+        roots = [log_dir] + ([extra] if extra is not None and extra != log_dir else [])
+        found.append(TensorBoardCollector(roots))
+    return found
+
+
+def _expand(path: str | None, env: dict[str, str]) -> Path | None:
+    if not path:
+        return None
+    expanded = re.sub(
+        r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), os.environ.get(m.group(1), "")), path
+    )
+    candidate = Path(expanded)
+    return candidate if candidate.is_absolute() else Path(env["MODEL_DIR"]) / candidate

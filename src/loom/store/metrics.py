@@ -1,0 +1,72 @@
+"""Metric points: idempotent inserts and filtered reads in arrival order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from loom.store.logs import insert_ignoring_duplicates
+from loom.store.tables import MetricPoint
+
+
+def insert_points(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    insert_ignoring_duplicates(session, MetricPoint, rows)
+
+
+def last_seq(session: Session, job_id: str, attempt: int, learner_id: int) -> int:
+    query = select(func.max(MetricPoint.seq)).where(
+        MetricPoint.job_id == job_id,
+        MetricPoint.attempt == attempt,
+        MetricPoint.learner_id == learner_id,
+    )
+    return int(session.scalar(query) or 0)
+
+
+def last_id(session: Session, job_id: str) -> int:
+    query = select(func.max(MetricPoint.id)).where(MetricPoint.job_id == job_id)
+    return int(session.scalar(query) or 0)
+
+
+def _filtered(
+    job_id: str,
+    *,
+    after_id: int = 0,
+    group: str | None = None,
+    name: str | None = None,
+    learner_id: int | None = None,
+    since: float | None = None,
+) -> Select[MetricPoint]:
+    query = select(MetricPoint).where(MetricPoint.job_id == job_id, MetricPoint.id > after_id)
+    if group is not None:
+        query = query.where(MetricPoint.group == group)
+    if name is not None:
+        query = query.where(MetricPoint.values[name].is_not(None))
+    if learner_id is not None:
+        query = query.where(MetricPoint.learner_id == learner_id)
+    if since is not None:
+        query = query.where(MetricPoint.time >= since)
+    return query
+
+
+def read_points(
+    session: Session,
+    job_id: str,
+    *,
+    offset: int = 0,
+    limit: int = 100,
+    from_end: bool = False,
+    **filters: Any,
+) -> list[MetricPoint]:
+    """Points in arrival order; `from_end` pages back from the newest."""
+    query = _filtered(job_id, **filters)
+    if from_end:
+        newest_first = query.order_by(MetricPoint.id.desc()).offset(offset).limit(limit)
+        return list(session.scalars(newest_first))[::-1]
+    return list(session.scalars(query.order_by(MetricPoint.id).offset(offset).limit(limit)))
+
+
+def all_points(session: Session, job_id: str, **filters: Any) -> list[MetricPoint]:
+    return list(session.scalars(_filtered(job_id, **filters).order_by(MetricPoint.id)))

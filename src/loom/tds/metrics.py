@@ -1,0 +1,175 @@
+"""Evaluation metrics: idempotent batched ingestion, FfDL-style pages, and series for charts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loom.domain.errors import InvalidInput
+from loom.store import metrics as metric_rows
+from loom.store.db import Database
+from loom.store.tables import MetricPoint
+from loom.tds.signals import JobSignals
+
+MAX_NAMES = 200
+
+
+@dataclass(frozen=True)
+class MetricQuery:
+    """Paging as for log lines (`pos`, `pagesize`, `since`), plus group, name and learner."""
+
+    pos: int = 0
+    pagesize: int = 100
+    since: float | None = None
+    group: str | None = None
+    name: str | None = None
+    learner: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.pagesize <= 10_000:
+            raise InvalidInput(f"pagesize must be between 1 and 10000, got {self.pagesize}")
+
+    @property
+    def filters(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "name": self.name,
+            "learner_id": self.learner,
+            "since": self.since,
+        }
+
+
+def _number(value: Any) -> float | None:
+    """A metric value as a float; NaN and infinities (not JSON) are kept as null."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidInput(f"metric values must be numbers, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise InvalidInput(f"metric values must be numbers, got {value!r}") from exc
+    return number if math.isfinite(number) else None
+
+
+def point_row(job_id: str, attempt: int, learner: int, point: dict[str, Any]) -> dict[str, Any]:
+    """A table row for one point as learners send it; raises `InvalidInput` if malformed."""
+    values = point.get("values")
+    if not isinstance(values, dict) or not values or len(values) > MAX_NAMES:
+        raise InvalidInput(f"a metric point needs 1 to {MAX_NAMES} named values, got {values!r}")
+    step = point.get("step")
+    etimes = point.get("etimes") or None
+    return {
+        "job_id": job_id,
+        "attempt": attempt,
+        "learner_id": learner,
+        "seq": int(point["seq"]),
+        "time": float(point["time"]),
+        "group": str(point.get("group") or "default")[:100],
+        "step": int(step) if step is not None else None,
+        "etimes": etimes if isinstance(etimes, dict) else None,
+        "values": {str(k)[:200]: _number(v) for k, v in values.items()},
+    }
+
+
+def point_json(row: MetricPoint) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "learner": row.learner_id,
+        "attempt": row.attempt,
+        "seq": row.seq,
+        "time": row.time,
+        "group": row.group,
+        "step": row.step,
+        "etimes": row.etimes or {},
+        "values": row.values,
+    }
+
+
+def emetrics_json(row: MetricPoint, job_id: str, rindex: int) -> dict[str, Any]:
+    """FfDL's EMetrics shape: typed string values, times in epoch milliseconds."""
+    etimes = dict(row.etimes or {})
+    if row.step is not None and not etimes:
+        etimes = {"step": row.step}
+    return {
+        "meta": {"training_id": job_id, "time": int(row.time * 1000), "rindex": rindex},
+        "grouplabel": row.group,
+        "etimes": {k: _typed(v) for k, v in etimes.items()},
+        "values": {k: _typed(v) for k, v in row.values.items()},
+    }
+
+
+def _typed(value: Any) -> dict[str, str]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"type": "INT", "value": str(value)}
+    if isinstance(value, float):
+        return {"type": "FLOAT", "value": repr(value)}
+    return {"type": "STRING", "value": "" if value is None else str(value)}
+
+
+class MetricService:
+    def __init__(self, db: Database, signals: JobSignals) -> None:
+        self.db = db
+        self.signals = signals
+
+    def rows(
+        self, job_id: str, attempt: int, learner: int, points: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        return [point_row(job_id, attempt, learner, p) for p in points]
+
+    def ingest(
+        self, job_id: str, attempt: int, learner: int, points: Sequence[dict[str, Any]]
+    ) -> int:
+        """Store a batch of points; points already stored are skipped."""
+        rows = self.rows(job_id, attempt, learner, points)
+        if rows:
+            with self.db.session() as session:
+                metric_rows.insert_points(session, rows)
+            self.signals.notify(job_id)
+        return len(rows)
+
+    def query(self, job_id: str, query: MetricQuery) -> list[MetricPoint]:
+        with self.db.session() as session:
+            if query.pos < 0:
+                return metric_rows.read_points(
+                    session,
+                    job_id,
+                    offset=-query.pos - 1,
+                    limit=query.pagesize,
+                    from_end=True,
+                    **query.filters,
+                )
+            return metric_rows.read_points(
+                session,
+                job_id,
+                offset=max(query.pos - 1, 0),
+                limit=query.pagesize,
+                **query.filters,
+            )
+
+    def series(self, job_id: str, query: MetricQuery) -> dict[str, dict[str, dict[str, list[Any]]]]:
+        """`{group: {name: {"steps": [...], "values": [...]}}}`, in step order per learner."""
+        with self.db.session() as session:
+            points = metric_rows.all_points(session, job_id, **query.filters)
+        out: dict[str, dict[str, dict[str, list[Any]]]] = {}
+        for point in points:
+            step = point.step if point.step is not None else point.seq
+            for name, value in point.values.items():
+                if query.name is not None and name != query.name:
+                    continue
+                line = out.setdefault(point.group, {}).setdefault(name, {"steps": [], "values": []})
+                line["steps"].append(step)
+                line["values"].append(value)
+        return out
+
+    def last_id(self, job_id: str) -> int:
+        with self.db.session() as session:
+            return metric_rows.last_id(session, job_id)
+
+    def after(
+        self, job_id: str, after_id: int, learner: int | None, limit: int
+    ) -> list[MetricPoint]:
+        with self.db.session() as session:
+            return metric_rows.read_points(
+                session, job_id, limit=limit, after_id=after_id, learner_id=learner
+            )

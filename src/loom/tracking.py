@@ -1,0 +1,95 @@
+"""What training code imports to report its metrics: `from loom import tracking`.
+
+    tracking.log_metrics(step=epoch, group="train", loss=0.12, accuracy=0.97)
+
+Under Loom, each call appends one of FfDL's EMetrics records to `$LOG_DIR/evaluation-metrics.txt`,
+which the learner's wrapper ships to the platform as metric points. With no platform around it
+prints the values instead, so the same script runs anywhere. Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+EMETRICS_FILE = "evaluation-metrics.txt"
+
+
+class _Recorder:
+    """The emetrics file when running under Loom, opened on first use."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.file: IO[str] | None = None
+        self.rindex = 0
+
+    def sink(self) -> IO[str] | None:
+        log_dir = os.environ.get("LOG_DIR")
+        if not (log_dir and os.environ.get("TRAINING_ID")):
+            return None
+        if self.file is None:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
+            self.file = (Path(log_dir) / EMETRICS_FILE).open("a", buffering=1, encoding="utf-8")
+        return self.file
+
+
+_recorder = _Recorder()
+
+
+def _typed(value: float | int) -> dict[str, str]:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"metric values must be numbers, got {value!r}")
+    if isinstance(value, int):
+        return {"type": "INT", "value": str(value)}
+    return {"type": "FLOAT", "value": repr(float(value))}
+
+
+def log_metrics(
+    step: int | None = None,
+    group: str = "train",
+    *,
+    etimes: dict[str, int | float] | None = None,
+    **values: float,
+) -> None:
+    """Record named values for a group (`train`, `test`, …) at a step.
+
+    `etimes` holds other x-axis values (an epoch beside the step, say). Values must be numbers;
+    NaN and infinities are recorded as missing.
+    """
+    if not values:
+        raise ValueError("log_metrics needs at least one named value, e.g. loss=0.1")
+    times = dict(etimes or {})
+    if step is not None:
+        times["step"] = int(step)
+    with _recorder.lock:
+        sink = _recorder.sink()
+        if sink is None:
+            shown = " ".join(f"{k}={_short(v)}" for k, v in values.items())
+            at = f" step {step}" if step is not None else ""
+            print(f"[metrics] {group}{at}: {shown}", flush=True)
+            return
+        _recorder.rindex += 1
+        record = {
+            "meta": {
+                "training_id": os.environ.get("TRAINING_ID"),
+                "time": int(time.time() * 1000),
+                "rindex": _recorder.rindex,
+            },
+            "grouplabel": group,
+            "etimes": {k: _typed(v) for k, v in times.items()},
+            "values": {k: _typed(v) for k, v in values.items() if _finite(v)},
+        }
+        sink.write(json.dumps(record) + "\n")
+
+
+def _finite(value: float) -> bool:
+    return not (isinstance(value, float) and not math.isfinite(value))
+
+
+def _short(value: float) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
