@@ -43,7 +43,7 @@ def _filtered(
     if group is not None:
         query = query.where(MetricPoint.group == group)
     if name is not None:
-        query = query.where(MetricPoint.values[name].is_not(None))
+        query = query.where(MetricPoint.values[name].as_float().is_not(None))
     if learner_id is not None:
         query = query.where(MetricPoint.learner_id == learner_id)
     if since is not None:

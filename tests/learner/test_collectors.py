@@ -1,0 +1,125 @@
+"""The collectors on their own: what each turns into metric points, and what it leaves alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loom.learner.collectors import (
+    EMetricsCollector,
+    KatibCollector,
+    RegexCollector,
+    emetrics_point,
+)
+from loom.learner.tensorboard import TensorBoardCollector
+
+CAFFE = {
+    "type": "regex_extractor",
+    "line_lookahead": 2,
+    "groups": {
+        "train": {
+            "regex": r"%{GLOG_STAMP}.*Iteration (?P<iteration>\d+), loss = %{FLOAT:loss}",
+            "meta": {"time": "$timestamp"},
+            "scalars": {"loss": {"type": "FLOAT", "value": "$loss"}},
+            "etimes": {"iteration": {"type": "INT", "value": "$iteration"}},
+        },
+        "test": {
+            "regex": r".*Test net output #0: accuracy = %{FLOAT:acc}",
+            "values": {"accuracy": {"type": "FLOAT", "value": "$acc"}},
+        },
+    },
+}
+
+
+def test_regex_extractor_groups_and_macros() -> None:
+    """FfDL's macros and `$name` references give typed values and the step from `etimes`."""
+    collector = RegexCollector(CAFFE)
+    lines = [
+        "I0210 13:39:22.381027 27 solver.cpp:204] Iteration 100, loss = 0.3125",
+        "some noise",
+        "I0210 13:39:23.000001 27 solver.cpp:404] Test net output #0: accuracy = 0.97",
+        "Iteration 200, loss = nope",
+    ]
+    points = [p for line in lines for p in collector.on_line(line)]
+    assert points == [
+        {"group": "train", "step": 100, "etimes": {"iteration": 100}, "values": {"loss": 0.3125}},
+        {"group": "test", "step": None, "etimes": {}, "values": {"accuracy": 0.97}},
+    ]
+
+
+def test_regex_lookahead_spans_lines() -> None:
+    """With line_lookahead 2, a pattern may match across two consecutive lines."""
+    spec = {
+        "line_lookahead": 2,
+        "groups": {
+            "val": {
+                "regex": r"epoch (?P<e>\d+)\nval_loss: %{FLOAT:v}",
+                "scalars": {"loss": {"type": "FLOAT", "value": "$v"}},
+                "etimes": {"epoch": {"type": "INT", "value": "$e"}},
+            }
+        },
+    }
+    collector = RegexCollector(spec)
+    assert collector.on_line("epoch 3") == []
+    assert collector.on_line("val_loss: 1.5e-2") == [
+        {"group": "val", "step": 3, "etimes": {"epoch": 3}, "values": {"loss": 0.015}}
+    ]
+
+
+def test_katib_pairs() -> None:
+    """Katib's `name=value` pairs make one point per line; epoch/step become the step."""
+    collector = KatibCollector()
+    assert collector.on_line("epoch=3 accuracy=0.91 loss=1e-2") == [
+        {"group": "default", "step": 3, "etimes": {"epoch": 3}, "values": {
+            "accuracy": 0.91, "loss": 0.01}}
+    ]  # fmt: skip
+    assert collector.on_line("no metrics here, just a = sign") == []
+    assert collector.on_line("path=/tmp/x") == []
+
+
+def test_emetrics_records_and_garbage(tmp_path: Path) -> None:
+    """FfDL's EMetrics JSON lines are read as they are appended; broken lines are skipped."""
+    path = tmp_path / "evaluation-metrics.txt"
+    collector = EMetricsCollector(path)
+    assert collector.poll() == []
+    record = {
+        "meta": {"training_id": "t", "time": 1, "rindex": 1},
+        "grouplabel": "test",
+        "etimes": {"iteration": {"type": "INT", "value": "7"}},
+        "values": {"accuracy": {"type": "FLOAT", "value": "0.5"}},
+    }
+    path.write_text(json.dumps(record) + "\nnot json\n" + json.dumps(record)[:20])
+    assert collector.poll() == [
+        {"group": "test", "step": 7, "etimes": {"iteration": 7}, "values": {"accuracy": 0.5}}
+    ]
+    with path.open("a") as out:
+        out.write(json.dumps(record)[20:] + "\n")
+    assert len(collector.poll()) == 1  # the record completed later is read then
+
+
+def test_emetrics_point_without_values() -> None:
+    """A record with no numeric values is not a point."""
+    assert (
+        emetrics_point({"grouplabel": "x", "values": {"a": {"type": "STRING", "value": "b"}}})
+        is None
+    )
+
+
+def test_tensorboard_events_written_by_torch(tmp_path: Path) -> None:
+    """Scalars that torch's SummaryWriter writes are read without TensorFlow: one point per
+    step per folder, the folder's name as group."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for group in ("train", "test"):
+        writer = SummaryWriter(str(tmp_path / "tb" / group))
+        for step in range(1, 4):
+            writer.add_scalar("loss", 1.0 / step, step)
+            writer.add_scalar("accuracy", 0.5 + step / 10, step)
+        writer.close()
+    collector = TensorBoardCollector([tmp_path])
+    points = collector.poll() + collector.poll(final=True)
+    by_group = {g: [p for p in points if p["group"] == g] for g in ("train", "test")}
+    for group_points in by_group.values():
+        assert [p["step"] for p in group_points] == [1, 2, 3]
+        assert group_points[1]["values"]["loss"] == 0.5
+        assert abs(group_points[2]["values"]["accuracy"] - 0.8) < 1e-6
