@@ -108,3 +108,52 @@ def test_queued_job_survives_a_restart(tmp_path: Path) -> None:
     finally:
         srv.stop()
     assert history.count("PENDING") == 1  # ran once, not twice
+
+
+METRIC_PRINTER = (
+    "import time\n"
+    "from loom import tracking\n"
+    "for i in range(1, 20001):\n"
+    "    print(f'line {i}', flush=True)\n"
+    "    if i % 4 == 0:\n"
+    "        tracking.log_metrics(step=i // 4, group='train', loss=1.0 / i)\n"
+    "    if i % 400 == 0:\n"
+    "        time.sleep(0.1)\n"
+)
+
+
+def all_points(client: LoomClient, job_id: str) -> list[int]:
+    steps, pos = [], 1
+    while True:
+        page = client.metrics(job_id, pos=pos, pagesize=5000)["metrics"]
+        steps += [p["step"] for p in page]
+        if len(page) < 5000:
+            return steps
+        pos += 5000
+
+
+def test_twenty_thousand_lines_and_five_thousand_points_survive_two_kills(tmp_path: Path) -> None:
+    """The platform is killed with -9 twice while a job prints 20,000 lines and logs 5,000
+    points: afterwards exactly those lines and points are stored, in order, none twice."""
+    srv = Server(tmp_path / "home").start()
+    try:
+        with srv.client() as client:
+            job_id = client.submit(
+                manifest("python printer.py"), make_zip({"printer.py": METRIC_PRINTER})
+            )
+            for threshold in (2000, 9000):
+                while stored_count(client, job_id) < threshold:
+                    time.sleep(0.02)
+                assert client.job(job_id)["state"] == "PROCESSING"  # killed mid-run
+                srv.kill9()
+                time.sleep(0.5)
+                srv.start()
+            job = wait_for_state(client, job_id, {"COMPLETED", "FAILED", "HALTED"}, timeout=180)
+            assert job["state"] == "COMPLETED", job
+            lines = all_lines(client, job_id)
+            steps = all_points(client, job_id)
+    finally:
+        srv.stop()
+    assert [text for _, text in lines] == [f"line {i}" for i in range(1, 20001)]
+    assert [seq for seq, _ in lines] == list(range(1, 20001))
+    assert steps == list(range(1, 5001))
