@@ -6,26 +6,42 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from loom.store.tables import Base, LogLine
+from loom.store.tables import LogLine
+
+Row = tuple[Any, ...]
+
+LINE_COLUMNS = ("job_id", "attempt", "learner_id", "seq", "time", "stream", "text")
 
 
 def insert_ignoring_duplicates(
-    session: Session, table: type[Base], rows: Sequence[dict[str, Any]]
+    session: Session,
+    table: str,
+    columns: Sequence[str],
+    rows: Sequence[Row],
+    json_columns: frozenset[str] = frozenset(),
 ) -> None:
-    """Insert rows; one whose unique key is already stored is skipped (resends are no-ops)."""
+    """Insert rows (tuples in `columns` order, JSON columns already serialised); a row whose
+    unique key is already stored is skipped, so resends are no-ops.
+
+    This is the ingestion hot path (100,000s of rows a second): it goes straight to the
+    driver's `executemany`, not through the ORM's bulk insert and per-row type processing,
+    which cost 3-4x more per row.
+    """
     if not rows:
         return
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    session.execute(insert(table).on_conflict_do_nothing(), list(rows))
+    postgres = session.get_bind().dialect.name == "postgresql"
+    mark = "%s" if postgres else "?"
+    marks = ", ".join(f"{mark}::json" if postgres and c in json_columns else mark for c in columns)
+    names = ", ".join(f'"{c}"' for c in columns)
+    sql = f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+    session.connection().exec_driver_sql(sql, list(rows))
 
 
-def insert_lines(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert lines; a line already stored (same job, attempt, learner, seq) is skipped."""
-    insert_ignoring_duplicates(session, LogLine, rows)
+def insert_lines(session: Session, rows: Sequence[Row]) -> None:
+    """Insert lines (tuples in `LINE_COLUMNS` order); lines already stored are skipped."""
+    insert_ignoring_duplicates(session, LogLine.__tablename__, LINE_COLUMNS, rows)
 
 
 def last_seq(session: Session, job_id: str, attempt: int, learner_id: int) -> int:

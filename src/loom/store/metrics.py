@@ -8,12 +8,28 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from loom.store.logs import insert_ignoring_duplicates
+from loom.store.logs import Row, insert_ignoring_duplicates
 from loom.store.tables import MetricPoint
 
+POINT_COLUMNS = (
+    "job_id",
+    "attempt",
+    "learner_id",
+    "seq",
+    "time",
+    "group",
+    "step",
+    "etimes",
+    "values",
+)
+JSON_COLUMNS = frozenset({"etimes", "values"})
 
-def insert_points(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    insert_ignoring_duplicates(session, MetricPoint, rows)
+
+def insert_points(session: Session, rows: Sequence[Row]) -> None:
+    """Insert points (tuples in `POINT_COLUMNS` order, `etimes` and `values` as JSON text)."""
+    insert_ignoring_duplicates(
+        session, MetricPoint.__tablename__, POINT_COLUMNS, rows, JSON_COLUMNS
+    )
 
 
 def last_seq(session: Session, job_id: str, attempt: int, learner_id: int) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 from loom.domain.errors import InvalidInput
 from loom.store import logs as log_rows
 from loom.store.db import Database
+from loom.store.logs import Row
 from loom.store.tables import LogLine
 from loom.tds.signals import JobSignals
 
@@ -49,18 +50,18 @@ class LogService:
 
     def rows(
         self, job_id: str, attempt: int, learner: int, lines: Sequence[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """Table rows for a learner's lines (as the wrapper sends and spools them)."""
+    ) -> list[Row]:
+        """Table rows (`LINE_COLUMNS` order) for a learner's lines, as it sends and spools them."""
         return [
-            {
-                "job_id": job_id,
-                "attempt": attempt,
-                "learner_id": learner,
-                "seq": int(line["seq"]),
-                "time": float(line["time"]),
-                "stream": str(line.get("stream", "stdout"))[:8],
-                "text": str(line.get("text", ""))[:MAX_TEXT],
-            }
+            (
+                job_id,
+                attempt,
+                learner,
+                int(line["seq"]),
+                float(line["time"]),
+                str(line.get("stream", "stdout"))[:8],
+                str(line.get("text", ""))[:MAX_TEXT],
+            )
             for line in lines
         ]
 

@@ -7,9 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from loom.domain.errors import InvalidInput
 from loom.store import metrics as metric_rows
 from loom.store.db import Database
+from loom.store.logs import Row
 from loom.store.tables import MetricPoint
 from loom.tds.signals import JobSignals
 
@@ -41,35 +44,45 @@ class MetricQuery:
         }
 
 
+_NUMBERS = (int, float)
+
+
 def _number(value: Any) -> float | None:
     """A metric value as a float; NaN and infinities (not JSON) are kept as null."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    if type(value) is float:  # the common case, first and cheap
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool) or not isinstance(value, _NUMBERS):
         raise InvalidInput(f"metric values must be numbers, got {value!r}")
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise InvalidInput(f"metric values must be numbers, got {value!r}") from exc
+    number = float(value)
     return number if math.isfinite(number) else None
 
 
-def point_row(job_id: str, attempt: int, learner: int, point: dict[str, Any]) -> dict[str, Any]:
-    """A table row for one point as learners send it; raises `InvalidInput` if malformed."""
+def point_row(job_id: str, attempt: int, learner: int, point: dict[str, Any]) -> Row:
+    """A table row (`POINT_COLUMNS` order) for one point as learners send it; raises
+    `InvalidInput` if malformed. Built in one pass: this runs for every point ingested."""
     values = point.get("values")
-    if not isinstance(values, dict) or not values or len(values) > MAX_NAMES:
+    if type(values) is not dict or not values or len(values) > MAX_NAMES:
         raise InvalidInput(f"a metric point needs 1 to {MAX_NAMES} named values, got {values!r}")
-    step = point.get("step")
-    etimes = point.get("etimes") or None
-    return {
-        "job_id": job_id,
-        "attempt": attempt,
-        "learner_id": learner,
-        "seq": int(point["seq"]),
-        "time": float(point["time"]),
-        "group": str(point.get("group") or "default")[:100],
-        "step": int(step) if step is not None else None,
-        "etimes": etimes if isinstance(etimes, dict) else None,
-        "values": {str(k)[:200]: _number(v) for k, v in values.items()},
-    }
+    try:
+        step = point.get("step")
+        etimes = point.get("etimes")
+        if all(type(v) is float and v - v == 0.0 for v in values.values()):
+            clean = values  # finite floats, the common case: nothing to convert
+        else:
+            clean = {k: _number(v) for k, v in values.items()}
+        return (
+            job_id,
+            attempt,
+            learner,
+            int(point["seq"]),
+            float(point["time"]),
+            str(point.get("group") or "default")[:100],
+            int(step) if step is not None else None,
+            orjson.dumps(etimes).decode() if type(etimes) is dict and etimes else None,
+            orjson.dumps(clean).decode(),
+        )
+    except (KeyError, TypeError, ValueError, OverflowError, orjson.JSONEncodeError) as exc:
+        raise InvalidInput(f"a metric point needs a `seq`, a `time` and numbers: {exc}") from exc
 
 
 def point_json(row: MetricPoint) -> dict[str, Any]:
@@ -113,9 +126,25 @@ class MetricService:
         self.signals = signals
 
     def rows(
-        self, job_id: str, attempt: int, learner: int, points: Sequence[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        return [point_row(job_id, attempt, learner, p) for p in points]
+        self,
+        job_id: str,
+        attempt: int,
+        learner: int,
+        points: Sequence[dict[str, Any]],
+        *,
+        strict: bool = True,
+    ) -> list[Row]:
+        """Table rows for points; a malformed point is an error, or skipped if not `strict`
+        (a learner's batch also carries log lines, which must not be lost over one point)."""
+        if strict:
+            return [point_row(job_id, attempt, learner, p) for p in points]
+        rows = []
+        for point in points:
+            try:
+                rows.append(point_row(job_id, attempt, learner, point))
+            except InvalidInput:
+                continue
+        return rows
 
     def ingest(
         self, job_id: str, attempt: int, learner: int, points: Sequence[dict[str, Any]]

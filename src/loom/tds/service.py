@@ -29,10 +29,13 @@ class TrainingData:
         learner: int,
         lines: Sequence[dict[str, Any]],
         points: Sequence[dict[str, Any]],
+        *,
+        strict: bool = False,
     ) -> None:
-        """One learner batch in one transaction; anything already stored is skipped."""
+        """One batch in one transaction; anything already stored is skipped. Malformed points
+        are refused when `strict` (points sent by a user), else dropped (from a learner)."""
         line_rows = self.logs.rows(job_id, attempt, learner, lines)
-        point_rows = self.metrics.rows(job_id, attempt, learner, points)
+        point_rows = self.metrics.rows(job_id, attempt, learner, points, strict=strict)
         if not (line_rows or point_rows):
             return
         with self.db.session() as session:
@@ -54,7 +57,8 @@ class TrainingData:
         lines = [e for e in spooled if e.get("k") is None and int(e["seq"]) > stored_lines]
         points = [e for e in spooled if e.get("k") == "m" and int(e["seq"]) > stored_points]
         log_rows.insert_lines(session, self.logs.rows(job_id, attempt, learner, lines))
-        metric_rows.insert_points(session, self.metrics.rows(job_id, attempt, learner, points))
+        point_rows = self.metrics.rows(job_id, attempt, learner, points, strict=False)
+        metric_rows.insert_points(session, point_rows)
         return bool(lines or points)
 
     def delivered(
