@@ -59,17 +59,27 @@ def main() -> int:
         with LoomClient(f"http://127.0.0.1:{port}", token) as loom:
             manifest = (EXAMPLE / "manifest.yml").read_bytes()
             job_id = loom.submit(manifest, zip_folder(EXAMPLE))
-            print(f"== submitted {job_id}; following its logs", flush=True)
+            print(f"== submitted {job_id}; following its logs and metrics", flush=True)
             accuracy = None
-            for kind, data in loom.follow(job_id):
+            for kind, data in loom.follow(job_id, metrics=True):
                 if kind == "line":
                     print(f"   {data['line']}", flush=True)
                     found = re.search(r"test accuracy: ([0-9.]+)", data["line"])
                     accuracy = float(found.group(1)) if found else accuracy
+                elif kind == "metric":
+                    shown = " ".join(f"{k}={v:.4f}" for k, v in data["values"].items())
+                    print(f"   ▸ {data['group']} step {data['step']}: {shown}", flush=True)
             job = loom.job(job_id)
             print(f"== {job_id} finished: {job['state']}", flush=True)
             for event in job["history"]:
                 print(f"   {event['at']}  {event['state']}")
+            series = loom.metrics(job_id, form="series")["series"]
+            for group, names in sorted(series.items()):
+                for name, line in sorted(names.items()):
+                    print(
+                        f"== metric {group}/{name}: {len(line['values'])} points, "
+                        f"last {line['values'][-1]:.4f} at step {line['steps'][-1]}"
+                    )
             if accuracy is not None:
                 print(f"== test accuracy: {accuracy:.2%}")
             return 0 if job["state"] == "COMPLETED" and accuracy is not None else 1

@@ -164,7 +164,7 @@ def test_definition_and_delete(server: Server, tmp_path: Path) -> None:
         assert saved.read_bytes() == code
         client.delete(job_id)
         headers = {"Authorization": f"Bearer {server.admin_token}"}
-        for path in ("", "/logs", "/definition", "/results"):
+        for path in ("", "/logs", "/metrics", "/definition", "/results"):
             assert (
                 httpx.get(f"{server.url}/v1/jobs/{job_id}{path}", headers=headers).status_code
                 == 404
