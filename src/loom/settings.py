@@ -28,9 +28,16 @@ class Settings(BaseSettings):
     memory: str | None = Field(default=None, description="capacity override, e.g. 16GiB")
     gpus: int | None = Field(default=None, description="capacity override; default: detected")
 
+    quota_cpus: float | None = Field(default=None, description="per user, running jobs; unlimited")
+    quota_gpus: int | None = Field(default=None, description="per user, running jobs; unlimited")
+    quota_jobs: int | None = Field(default=None, description="running jobs per user; unlimited")
+
     max_upload_mb: int = Field(default=200, ge=1)
     max_unpacked_mb: int = Field(default=2000, ge=1)
     halt_grace_s: float = Field(default=10.0, ge=0)
+    gang_stop_grace_s: float = Field(
+        default=3.0, ge=0, description="when one learner fails, how long the others get"
+    )
     watchdog_interval_s: float = Field(default=2.0, gt=0)
     learner_retry_s: float = Field(
         default=600.0, description="how long a learner keeps resending to an unreachable API"

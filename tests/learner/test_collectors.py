@@ -123,3 +123,46 @@ def test_tensorboard_events_written_by_torch(tmp_path: Path) -> None:
         assert [p["step"] for p in group_points] == [1, 2, 3]
         assert group_points[1]["values"]["loss"] == 0.5
         assert abs(group_points[2]["values"]["accuracy"] - 0.8) < 1e-6
+
+
+def test_regex_window_slides_out_at_the_end() -> None:
+    """With the default lookahead, the last lines still make their points when output ends."""
+    spec = {
+        "groups": {
+            "test": {
+                "regex": r"accuracy = %{FLOAT:acc}",
+                "scalars": {"accuracy": {"type": "FLOAT", "value": "$acc"}},
+            }
+        }
+    }
+    collector = RegexCollector(spec)
+    found = collector.on_line("warming up")
+    found += collector.on_line("accuracy = 0.5")
+    found += collector.on_line("done")
+    found += collector.flush()
+    assert [p["values"] for p in found] == [{"accuracy": 0.5}]
+
+
+def test_tensorboard_ignores_non_scalars_and_negative_steps(tmp_path: Path) -> None:
+    """Histograms and PR curves are not scalars; a step of -1 stays -1."""
+    import numpy as np
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    writer.add_histogram("weights", np.arange(10.0), 1)
+    writer.add_pr_curve("pr", np.array([0, 1, 1, 0]), np.array([0.1, 0.9, 0.8, 0.2]), 1)
+    writer.add_scalar("loss", 0.25, -1)
+    writer.close()
+    points = TensorBoardCollector([tmp_path]).poll(final=True)
+    assert points == [{"group": "tb", "step": -1, "etimes": {"step": -1}, "values": {"loss": 0.25}}]
+
+
+def test_emetrics_bad_record_costs_only_itself(tmp_path: Path) -> None:
+    """A record of the wrong shape is skipped; the good ones around it are kept, and a last
+    line without its newline is read at the end."""
+    path = tmp_path / "evaluation-metrics.txt"
+    good = json.dumps({"grouplabel": "g", "values": {"a": {"type": "FLOAT", "value": "1"}}})
+    path.write_text(good + "\n" + json.dumps({"values": [1, 2]}) + "\n" + good)
+    collector = EMetricsCollector(path)
+    assert len(collector.poll()) == 1
+    assert len(collector.poll(final=True)) == 1

@@ -154,7 +154,7 @@ def test_reconcile_requeues_a_job_whose_learners_never_started(rig: Rig) -> None
     with rig.manager._lock, rig.manager._session() as session:
         job = job_rows.get_job(session, job_id)
         assert job is not None
-        rig.manager._admit(session, job)  # admitted, but the launch never happened
+        rig.manager._admit(session, job, set())  # admitted, but the launch never happened
     assert rig.state(job_id) == "PENDING"
     rig.manager.reconcile()
     assert rig.state(job_id) == "QUEUED"

@@ -60,3 +60,28 @@ def test_page_size_is_bounded() -> None:
     """A page of zero or of more than 10,000 lines is refused."""
     with pytest.raises(InvalidInput):
         LogQuery(pagesize=0)
+
+
+def test_out_of_range_point_is_refused_or_dropped(tmp_path: Path) -> None:
+    """A step beyond 64 bits is a 400 for a user and a dropped point for a learner, whose
+    lines are stored all the same."""
+    from loom.tds.metrics import point_row
+    from loom.tds.service import TrainingData
+
+    db = Database(f"sqlite:///{tmp_path / 'loom.db'}")
+    migrate(db.engine)
+    with db.session() as session:
+        user = user_rows.add_user(session, "ada")
+        job_rows.add_job(
+            session,
+            Job(
+                id="training-1", owner_id=user.id, name="t", state="QUEUED", manifest="{}",
+                code_digest="x", learners=1, cpus=1, memory=1, gpus=0, submitted_at=0.0,
+            ),
+        )  # fmt: skip
+    huge = {"seq": 1, "time": 1.0, "step": 2**64, "values": {"loss": 1.0}}
+    with pytest.raises(InvalidInput):
+        point_row("training-1", 1, 1, huge)
+    tds = TrainingData(db, JobSignals())
+    tds.ingest("training-1", 1, 1, lines(1, 2), [huge])
+    assert [r.text for r in tds.logs.query("training-1", LogQuery())] == ["line 1", "line 2"]

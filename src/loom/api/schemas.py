@@ -45,10 +45,11 @@ class LearnerStatusIn(BaseModel):
     error_code: str | None = None
     message: str | None = None
     last_seq: int | None = None
+    last_mseq: int | None = None
 
 
 class LogLineIn(BaseModel):
-    seq: int = Field(ge=1)
+    seq: int = Field(ge=1, lt=2**63)
     time: float
     stream: str = "stdout"
     text: str

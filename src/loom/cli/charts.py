@@ -47,7 +47,7 @@ def chart(steps: list[int], values: list[float | None], width: int = 60, height:
     if not points:
         return "(no values)"
     low, high = min(v for _, v in points), max(v for _, v in points)
-    first, last = points[0][0], points[-1][0]
+    first, last = min(s for s, _ in points), max(s for s, _ in points)
     span_x, span_y = max(last - first, 1), (high - low) or 1.0
     grid = [[" "] * width for _ in range(height)]
     for step, value in points:

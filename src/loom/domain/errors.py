@@ -27,6 +27,7 @@ class ErrorCode(StrEnum):
     INVALID_MANIFEST = "C101"
     INVALID_ZIP = "C102"
     LEARNER_FAILED = "C201"
+    MEMORY_EXCEEDED = "C202"  # Loom's: a learner went over its manifest `memory`
     INSUFFICIENT_RESOURCES = "S100"
     INTERNAL = "S101"
     LEARNER_LOST = "S200"

@@ -30,6 +30,10 @@ _KATIB_PAIR = re.compile(r"([\w|-]+)\s*=\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?
 class LineCollector(Protocol):
     def on_line(self, text: str) -> list[Point]: ...
 
+    def flush(self) -> list[Point]:
+        """The output has ended: whatever the last lines still make."""
+        ...
+
 
 class FileCollector(Protocol):
     def poll(self, final: bool = False) -> list[Point]: ...
@@ -53,7 +57,10 @@ def _typed(kind: str, raw: str | None) -> Any:
     if kind == "FLOAT":
         return float(raw)
     if kind == "INT":
-        return int(float(raw))
+        try:
+            return int(raw, 0)  # decimal or 0x-prefixed, without a trip through float
+        except ValueError:
+            return int(float(raw))
     if kind == "JSONSTRING":
         return json.loads(raw)
     return raw
@@ -79,6 +86,20 @@ class RegexCollector:
 
     def on_line(self, text: str) -> list[Point]:
         self.window.append(text)
+        return self._match()
+
+    def flush(self) -> list[Point]:
+        """FfDL anchors a match at the oldest line of the window; once the output ends, the
+        last lines get their turn by sliding the window empty."""
+        points = []
+        while self.window:
+            self.window.popleft()
+            points += self._match()
+        return points
+
+    def _match(self) -> list[Point]:
+        if not self.window:
+            return []
         joined = "\n".join(self.window)
         for label, pattern, scalars, etimes in self.groups:
             match = pattern.match(joined)
@@ -107,6 +128,9 @@ class RegexCollector:
 class KatibCollector:
     """Katib's stdout format: every `name=value` pair on a line, a step from `epoch=`/`step=`."""
 
+    def flush(self) -> list[Point]:
+        return []
+
     def on_line(self, text: str) -> list[Point]:
         pairs = {name: float(value) for name, value in _KATIB_PAIR.findall(text)}
         if not pairs:
@@ -124,14 +148,15 @@ class _Tail:
         self.path = path
         self.offset = 0
 
-    def lines(self) -> list[str]:
+    def lines(self, final: bool = False) -> list[str]:
+        """Complete lines; at the end, a last line without its newline too."""
         try:
             with self.path.open("rb") as source:
                 source.seek(self.offset)
                 chunk = source.read()
         except OSError:
             return []
-        end = chunk.rfind(b"\n") + 1
+        end = len(chunk) if final else chunk.rfind(b"\n") + 1
         self.offset += end
         return chunk[:end].decode("utf-8", "replace").splitlines()
 
@@ -167,12 +192,12 @@ class EMetricsCollector:
 
     def poll(self, final: bool = False) -> list[Point]:
         points = []
-        for line in self.tail.lines():
+        for line in self.tail.lines(final):
             try:
                 record = json.loads(line)
-            except ValueError:
+                point = emetrics_point(record) if isinstance(record, dict) else None
+            except Exception:  # one bad record costs only itself
                 continue
-            point = emetrics_point(record) if isinstance(record, dict) else None
             if point is not None:
                 points.append(point)
         return points
@@ -196,7 +221,9 @@ def file_collectors(spec: dict[str, Any] | None, env: dict[str, str]) -> list[Fi
     found: list[FileCollector] = [EMetricsCollector(log_dir / EMETRICS_FILE)]
     extra = _expand(spec.get("in"), env)
     if spec.get("type") == "emetrics_file" and extra is not None:
-        found.append(EMetricsCollector(extra if extra.suffix else extra / EMETRICS_FILE))
+        path = extra if extra.suffix else extra / EMETRICS_FILE
+        if path.resolve() != (log_dir / EMETRICS_FILE).resolve():  # one reader per file
+            found.append(EMetricsCollector(path))
     if spec.get("type") == "tensorboard":
         roots = [log_dir] + ([extra] if extra is not None and extra != log_dir else [])
         found.append(TensorBoardCollector(roots))

@@ -193,6 +193,7 @@ class Shipper:
         while True:
             if item is None:
                 open_ = False
+                self._flush_collectors()
             elif isinstance(item, threading.Event):
                 barriers.append(item)
             elif isinstance(item, dict):
@@ -221,6 +222,15 @@ class Shipper:
             try:
                 points = collector.on_line(text)
             except Exception:  # a collector's trouble never costs the learner a line
+                continue
+            for point in points:
+                self._record_point(point, self._last_time)
+
+    def _flush_collectors(self) -> None:
+        for collector in self.collectors:
+            try:
+                points = collector.flush()
+            except Exception:
                 continue
             for point in points:
                 self._record_point(point, self._last_time)

@@ -55,10 +55,13 @@ def fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
 
 
 def _tensor_scalar(buf: bytes) -> float | None:
+    """The value of a rank-0 float tensor; None for anything else (histograms, PR curves)."""
     dtype, content = 1, b""
     for number, _wire, value in fields(buf):
         if number == 1:
             dtype = value
+        elif number == 2 and any(n == 2 for n, _, _ in fields(value)):
+            return None  # the shape has dimensions: not a scalar
         elif number == 4:
             content = value
         elif number == 5:  # float_val, packed or not
@@ -72,17 +75,27 @@ def _tensor_scalar(buf: bytes) -> float | None:
     return None
 
 
+def _plugin_name(metadata: bytes) -> str | None:
+    """SummaryMetadata.plugin_data.plugin_name: which TensorBoard plugin owns the value."""
+    for number, _, value in fields(metadata):
+        if number == 1:
+            for inner, _, name in fields(value):
+                if inner == 1:
+                    return bytes(name).decode("utf-8", "replace")
+    return None
+
+
 def scalars(event: bytes) -> tuple[int, dict[str, float]]:
     """The step of an `Event` and its scalar summaries by tag."""
     step, found = 0, {}
     for number, _, value in fields(event):
         if number == 2:
-            step = value
+            step = value - (1 << 64) if value >= 1 << 63 else value  # int64, two's complement
         elif number == 5:  # summary
             for vnum, _, raw in fields(value):
                 if vnum != 1:
                     continue
-                tag, scalar = "", None
+                tag, scalar, plugin = "", None, "scalars"
                 for f, _, v in fields(raw):
                     if f == 1:
                         tag = v.decode("utf-8", "replace")
@@ -90,7 +103,9 @@ def scalars(event: bytes) -> tuple[int, dict[str, float]]:
                         scalar = float(_FLOAT.unpack(v)[0])
                     elif f == 8:
                         scalar = _tensor_scalar(v)
-                if tag and scalar is not None:
+                    elif f == 9:
+                        plugin = _plugin_name(v) or plugin
+                if tag and scalar is not None and plugin == "scalars":
                     found[tag] = scalar
     return step, found
 

@@ -20,8 +20,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import Conflict, ErrorCode, LaunchError, NotFound
+from loom.domain.learner_env import MPI
 from loom.domain.manifest import Manifest, manifest_from_dict
 from loom.domain.resources import Resources
+from loom.domain.restarts import Failure, decide
 from loom.domain.states import (
     HALTABLE_STATES,
     RUNNING_STATES,
@@ -31,8 +33,9 @@ from loom.domain.states import (
     can_transition,
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
-from loom.lifecycle.scheduler import QueuedJob, Verdict, plan
-from loom.lifecycle.workspace import Workspace, free_port, learner_spec
+from loom.lifecycle.admission import holdings, quotas
+from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
+from loom.lifecycle.workspace import Workspace, learner_spec, new_gang
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
@@ -163,6 +166,33 @@ class LifecycleManager:
                     self.launcher.terminate(learner.handle, self.settings.halt_grace_s)
             return job
 
+    def resume(self, job_id: str) -> Job:
+        """Queue a halted job again; its learners restart with the same CHECKPOINT_DIR."""
+        with self._lock, self._session() as session:
+            job = self._job(session, job_id)
+            if JobState(job.state) != JobState.HALTED:
+                raise Conflict(f"job {job_id} is {job.state}; only a halted job resumes")
+            job.halt_requested = False
+            job.error_code = None
+            job.queue_reason = "resumed; waiting for the scheduler"
+            self._transition(session, job, JobState.QUEUED, "resumed by request")
+        self.wake()
+        return job
+
+    def capacity(self) -> dict[str, Any]:
+        """What the platform has, what running learners hold, and how many jobs wait."""
+        with self._session() as session:
+            held = holdings(session)
+            queued = len(job_rows.jobs_in_states(session, [JobState.QUEUED.value]))
+        total = self.launcher.capacity()
+        return {
+            "launcher": self.launcher.name,
+            "capacity": {"cpus": total.cpus, "memory": total.memory, "gpus": total.gpus},
+            "in_use": {"cpus": held.in_use.cpus, "memory": held.in_use.memory,
+                       "gpus": held.in_use.gpus, "gpu_ids": sorted(held.devices)},
+            "queued_jobs": queued,
+        }  # fmt: skip
+
     def delete(self, job_id: str) -> None:
         """Stop the job if it runs, then remove it, its logs and its files."""
         with self._lock, self._session() as session:
@@ -286,17 +316,40 @@ class LifecycleManager:
         if new is None or new.value == job.state:
             return
         if new == JobState.FAILED:
-            failed = next(lr for lr in learners if lr.state == JobState.FAILED.value)
-            self._transition(session, job, new, failed.message, failed.error_code)
-            for other in learners:
-                if other.state not in TERMINAL_STATES:
-                    self.launcher.terminate(other.handle, self.settings.halt_grace_s)
+            self._gang_failed(session, job, learners)
             return
         messages = {
             JobState.HALTED: "halted by request",
             JobState.COMPLETED: "all learners completed",
         }
         self._transition(session, job, new, messages.get(new, ""))
+
+    def _gang_failed(self, session: Session, job: Job, learners: list[Learner]) -> None:
+        """One learner failed: stop the others within seconds (none may hang in an
+        all-reduce), then restart the gang from its checkpoint or fail, per the policy."""
+        failed = [lr for lr in learners if lr.state == JobState.FAILED.value]
+        running = [lr for lr in learners if lr.state not in TERMINAL_STATES]
+        if not job.restart_pending:
+            for other in running:
+                self.launcher.terminate(other.handle, self.settings.gang_stop_grace_s)
+        manifest = json.loads(job.manifest)
+        decision = decide(
+            str(manifest.get("restart_policy", "Never")),
+            int(manifest.get("max_restarts", 0)),
+            job.attempt,
+            [Failure(lr.learner_id, lr.exit_code, lr.error_code) for lr in failed],
+        )
+        first = failed[0]
+        if not decision.restart:
+            message = first.message if job.attempt == 1 else f"{first.message} ({decision.reason})"
+            self._transition(session, job, JobState.FAILED, message, first.error_code)
+            return
+        job.restart_pending = True
+        job.status_message = f"{decision.reason}; stopping the other learners"
+        if not running:  # the whole gang has stopped: queue the next attempt
+            job.restart_pending = False
+            job.queue_reason = decision.reason
+            self._transition(session, job, JobState.QUEUED, decision.reason)
 
     def _watch(self, session: Session) -> None:
         """Ask the launcher about every learner not known to have ended, including those of a
@@ -305,7 +358,11 @@ class LifecycleManager:
             status = self.launcher.status(learner.handle)
             if status.liveness == Liveness.LOST:
                 self.launcher.terminate(learner.handle, 0.0)  # whatever it left running
-            self._apply(session, job, learner, self._as_report(job, learner, status))
+            try:
+                with session.begin_nested():  # one learner's trouble is not every job's
+                    self._apply(session, job, learner, self._as_report(job, learner, status))
+            except Exception:
+                log.exception("following learner %s of %s failed", learner.learner_id, job.id)
 
     def _as_report(self, job: Job, learner: Learner, status: LearnerStatus) -> dict[str, Any]:
         if status.liveness in (Liveness.RUNNING, Liveness.EXITED) and status.report:
@@ -336,22 +393,19 @@ class LifecycleManager:
         queued = job_rows.jobs_in_states(session, [JobState.QUEUED.value])
         if not queued:
             return []
-        in_use = sum(
-            (
-                Resources(job.cpus, job.memory, job.gpus)
-                for _, job in job_rows.active_learners(session, TERMINAL_STATES)
-            ),
-            Resources(),
-        )
+        held = holdings(session)
         candidates = [
-            QueuedJob(j.id, Resources(j.cpus, j.memory, j.gpus), j.learners) for j in queued
+            QueuedJob(j.id, Resources(j.cpus, j.memory, j.gpus), j.learners, j.owner_id)
+            for j in queued
         ]
+        limits = quotas(session, [j.owner_id for j in queued], self.settings)
+        decisions = plan(candidates, self.launcher.capacity(), held.in_use, held.per_user, limits)
         by_id = {j.id: j for j in queued}
         batches = []
-        for decision in plan(candidates, self.launcher.capacity(), in_use):
+        for decision in decisions:
             job = by_id[decision.job_id]
             if decision.verdict == Verdict.START:
-                batches.append((job.id, self._admit(session, job)))
+                batches.append((job.id, self._admit(session, job, held.devices)))
             elif decision.verdict == Verdict.NEVER:
                 code = ErrorCode.INSUFFICIENT_RESOURCES.value
                 self._transition(session, job, JobState.FAILED, decision.reason, code)
@@ -359,8 +413,9 @@ class LifecycleManager:
                 job.queue_reason = decision.reason
         return batches
 
-    def _admit(self, session: Session, job: Job) -> list[LearnerLaunch]:
-        """Record the job's next attempt and its learners; they are launched after commit."""
+    def _admit(self, session: Session, job: Job, taken: set[int]) -> list[LearnerLaunch]:
+        """Record the job's next attempt and its learners, with their GPUs (none of `taken`);
+        they are launched after commit."""
         manifest = manifest_from_dict(json.loads(job.manifest))
         owner = session.get_one(User, job.owner_id)
         job.attempt += 1
@@ -370,7 +425,12 @@ class LifecycleManager:
         user_rows.add_token(session, owner, token, job_id=job.id)
         workspace = Workspace(self.settings.jobs_dir, job.id)
         code_zip = self.artifacts.path(job.code_digest)
-        port = free_port()
+        gang = new_gang(job.learners)
+        if manifest.framework.name.lower() in MPI:
+            workspace.write_hostfile(gang)
+        free = [d for d in range(self.launcher.capacity().gpus) if d not in taken]
+        devices = allocate_devices(free, job.gpus, job.learners)
+        taken |= {d for ds in devices for d in ds}
         launches, rows = [], []
         for n in range(1, job.learners + 1):
             handle = str(workspace.learner_dir(job.attempt, n))
@@ -385,7 +445,8 @@ class LifecycleManager:
                 home=self.settings.home_dir,
                 retry_s=self.settings.learner_retry_s,
                 halt_grace_s=self.settings.halt_grace_s,
-                master_port=port,
+                gang=gang,
+                devices=devices[n - 1],
             )
             launches.append(LearnerLaunch(handle=handle, spec=spec, token=token))
             rows.append(
@@ -396,6 +457,7 @@ class LifecycleManager:
                     state=JobState.PENDING.value,
                     message="",
                     handle=handle,
+                    devices=",".join(str(d) for d in devices[n - 1]),
                     started_at=time.time(),
                 )
             )

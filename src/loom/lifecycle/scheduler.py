@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from loom.domain.resources import Resources
@@ -14,10 +14,31 @@ class QueuedJob:
     id: str
     per_learner: Resources
     learners: int
+    owner: str = ""
 
     @property
     def need(self) -> Resources:
         return self.per_learner.times(self.learners)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A user's limits on their running jobs; None is unlimited."""
+
+    cpus: float | None = None
+    gpus: int | None = None
+    jobs: int | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a user's running jobs hold."""
+
+    held: Resources = field(default_factory=Resources)
+    jobs: int = 0
+
+    def plus(self, job: QueuedJob) -> Usage:
+        return Usage(self.held + job.need, self.jobs + 1)
 
 
 class Verdict(StrEnum):
@@ -33,29 +54,64 @@ class Decision:
     reason: str = ""
 
 
-def plan(queue: Sequence[QueuedJob], capacity: Resources, in_use: Resources) -> list[Decision]:
+def over_quota(job: QueuedJob, usage: Usage, quota: Quota) -> str:
+    """Why the job would take its owner over their quota; empty if it would not."""
+    after = usage.plus(job)
+    if quota.jobs is not None and after.jobs > quota.jobs:
+        return f"quota: {usage.jobs} of {quota.jobs} running jobs in use by your running jobs"
+    if quota.gpus is not None and after.held.gpus > quota.gpus:
+        return f"quota: {usage.held.gpus} of {quota.gpus} GPUs in use by your running jobs"
+    if quota.cpus is not None and after.held.cpus > quota.cpus + 1e-9:
+        return f"quota: {usage.held.cpus:g} of {quota.cpus:g} CPUs in use by your running jobs"
+    return ""
+
+
+def plan(
+    queue: Sequence[QueuedJob],
+    capacity: Resources,
+    in_use: Resources,
+    usage: Mapping[str, Usage] | None = None,
+    quotas: Mapping[str, Quota] | None = None,
+) -> list[Decision]:
     """Decide for each queued job, in queue order.
 
     A job starts only when all its learners fit at once (gang). The queue is strict FIFO (within
-    a priority, which the caller's order already reflects): once a job must wait, the jobs behind
-    it wait too, so a large job is never starved by a stream of small ones. A job that could not
-    fit even on an empty machine never will, and is reported as such.
+    a priority, which the caller's order already reflects): once a job must wait for resources,
+    the jobs behind it wait too, so a large job is never starved by a stream of small ones. A
+    job held by its owner's quota does not hold up other users' jobs. A job that could not fit
+    even on an empty machine never will, and is reported as such.
     """
     free = capacity - in_use
+    usage = dict(usage or {})
+    quotas = quotas or {}
     blocked_by: str | None = None
     decisions = []
     for job in queue:
+        held = usage.get(job.owner, Usage())
+        quota_reason = over_quota(job, held, quotas.get(job.owner, Quota()))
         if not job.need.fits_in(capacity):
             shortfall = job.need.shortfall(capacity).replace(" free", " in total")
             reason = f"needs more than this platform has: {shortfall}"
             decisions.append(Decision(job.id, Verdict.NEVER, reason))
+        elif quota_reason:
+            decisions.append(Decision(job.id, Verdict.WAIT, quota_reason))
         elif blocked_by is not None:
             reason = f"waiting for job {blocked_by}, ahead in the queue, to start"
             decisions.append(Decision(job.id, Verdict.WAIT, reason))
         elif job.need.fits_in(free):
             free = free - job.need
+            usage[job.owner] = held.plus(job)
             decisions.append(Decision(job.id, Verdict.START))
         else:
             decisions.append(Decision(job.id, Verdict.WAIT, job.need.shortfall(free)))
             blocked_by = job.id
     return decisions
+
+
+def allocate_devices(free: Sequence[int], per_learner: int, learners: int) -> list[list[int]]:
+    """Distinct whole GPUs for each learner, lowest indices first; raises if too few."""
+    needed = per_learner * learners
+    if needed > len(free):
+        raise ValueError(f"needs {needed} GPUs, {len(free)} free")
+    ordered = sorted(free)
+    return [ordered[i * per_learner : (i + 1) * per_learner] for i in range(learners)]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loom.domain.learner_env import MPI, Gang, framework_env, hostfile
 from loom.domain.manifest import DataStore, DataStoreType, Manifest
 
 LOCAL_TYPES = {DataStoreType.LOCAL, DataStoreType.MOUNT_VOLUME, DataStoreType.HOST_MOUNT}
@@ -43,6 +44,11 @@ class Workspace:
             "CHECKPOINT_DIR": str(self.root / "checkpoints"),
             "JOB_STATE_DIR": str(self.root),
         }
+
+    def write_hostfile(self, gang: Gang) -> None:
+        """Horovod's / Open MPI's hostfile, shared by the gang's learners."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "hostfile").write_text(hostfile(gang, gang.size))
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -83,17 +89,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def framework_env(
-    manifest: Manifest, learner: int, *, master_addr: str, master_port: int
-) -> dict[str, str]:
-    """What the framework's own launcher would set, PyTorch's (torchrun's) for every job."""
-    return {
-        "MASTER_ADDR": master_addr,
-        "MASTER_PORT": str(master_port),
-        "WORLD_SIZE": str(manifest.learners),
-        "RANK": str(learner - 1),
-        "LOCAL_RANK": str(learner - 1),
-    }
+def new_gang(learners: int, host: str = "127.0.0.1") -> Gang:
+    """Ports for a gang to meet on: a coordinator's and one per learner."""
+    return Gang(host, free_port(), tuple(free_port() for _ in range(learners)))
 
 
 def learner_spec(
@@ -108,19 +106,28 @@ def learner_spec(
     home: Path,
     retry_s: float,
     halt_grace_s: float,
-    master_port: int,
+    gang: Gang,
+    devices: list[int],
 ) -> dict[str, Any]:
     folder = workspace.learner_dir(attempt, learner)
+    options = manifest.framework_options
     env = {
         "TRAINING_ID": job_id,
         "LEARNER_ID": str(learner),
         "NUM_LEARNERS": str(manifest.learners),
-        "GPU_COUNT": str(manifest.gpus),
+        "GPU_COUNT": str(len(devices)),
+        # The GPUs this learner was given, and only those; none for a CPU job.
+        "CUDA_VISIBLE_DEVICES": ",".join(str(d) for d in devices),
         "TRAINING_ATTEMPT": str(attempt),
-        **framework_env(manifest, learner, master_addr="127.0.0.1", master_port=master_port),
+        **framework_env(
+            manifest.framework.name,
+            gang,
+            learner - 1,
+            parameter_servers=int(options.get("parameter_servers", 0)),
+        ),
     }
-    if manifest.gpus == 0:
-        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU job never touches a GPU another job holds
+    if manifest.framework.name.lower() in MPI:
+        env["HOROVOD_HOSTFILE"] = env["OMPI_HOSTFILE"] = str(workspace.root / "hostfile")
     return {
         "job_id": job_id,
         "attempt": attempt,
@@ -140,6 +147,7 @@ def learner_spec(
         "python": sys.executable,
         "retry_s": retry_s,
         "halt_grace_s": halt_grace_s,
+        "memory_limit": manifest.memory,
         "status_file": str(folder / "status.json"),
         "spool_file": str(folder / "spool.jsonl"),
     }

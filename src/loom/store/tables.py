@@ -38,6 +38,10 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(100), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[float] = mapped_column(Float)
+    # Per-user quotas; None is the platform's default (LOOM_QUOTA_*), itself unlimited if unset.
+    quota_cpus: Mapped[float | None] = mapped_column(Float)
+    quota_gpus: Mapped[int | None] = mapped_column(Integer)
+    quota_jobs: Mapped[int | None] = mapped_column(Integer)
 
 
 class Token(Base):
@@ -70,6 +74,7 @@ class Job(Base):
     gpus: Mapped[int] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     halt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    restart_pending: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     submitted_at: Mapped[float] = mapped_column(Float, index=True)
     started_at: Mapped[float | None] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
@@ -100,6 +105,7 @@ class Learner(Base):
     error_code: Mapped[str | None] = mapped_column(String(10))
     message: Mapped[str] = mapped_column(Text, default="")
     handle: Mapped[str] = mapped_column(Text, default="")
+    devices: Mapped[str] = mapped_column(String(200), default="", server_default="")
     started_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
     heartbeat_at: Mapped[float | None] = mapped_column(Float)

@@ -60,7 +60,8 @@ class LogService:
                 int(line["seq"]),
                 float(line["time"]),
                 str(line.get("stream", "stdout"))[:8],
-                str(line.get("text", ""))[:MAX_TEXT],
+                # PostgreSQL's text cannot hold NUL; a learner may print one.
+                str(line.get("text", ""))[:MAX_TEXT].replace("\x00", "\ufffd"),
             )
             for line in lines
         ]

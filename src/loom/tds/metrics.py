@@ -17,6 +17,7 @@ from loom.store.tables import MetricPoint
 from loom.tds.signals import JobSignals
 
 MAX_NAMES = 200
+INT64 = 2**63
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,18 @@ def point_row(job_id: str, attempt: int, learner: int, point: dict[str, Any]) ->
             clean = values  # finite floats, the common case: nothing to convert
         else:
             clean = {k: _number(v) for k, v in values.items()}
+        seq = int(point["seq"])
+        step = int(step) if step is not None else None
+        if not 0 <= seq < INT64 or (step is not None and not -INT64 <= step < INT64):
+            raise InvalidInput(f"seq and step must be 64-bit integers, got {seq}, {step}")
         return (
             job_id,
             attempt,
             learner,
-            int(point["seq"]),
+            seq,
             float(point["time"]),
             str(point.get("group") or "default")[:100],
-            int(step) if step is not None else None,
+            step,
             orjson.dumps(etimes).decode() if type(etimes) is dict and etimes else None,
             orjson.dumps(clean).decode(),
         )
@@ -177,7 +182,8 @@ class MetricService:
             )
 
     def series(self, job_id: str, query: MetricQuery) -> dict[str, dict[str, dict[str, list[Any]]]]:
-        """`{group: {name: {"steps": [...], "values": [...]}}}`, in step order per learner."""
+        """`{group: {name: {"steps": [...], "values": [...]}}}`, in arrival order (filter by
+        `learner` to chart one learner of a gang)."""
         with self.db.session() as session:
             points = metric_rows.all_points(session, job_id, **query.filters)
         out: dict[str, dict[str, dict[str, list[Any]]]] = {}

@@ -20,7 +20,7 @@ def parse_since(since: str | None) -> float | None:
     """FfDL's `since`: epoch milliseconds, or an ISO-8601 time."""
     if since is None or since == "":
         return None
-    if since.lstrip("-").isdigit() and len(since) <= 16:
+    if since.lstrip("-").isascii() and since.lstrip("-").isdigit() and len(since) <= 16:
         return int(since) / 1000.0
     try:
         return datetime.fromisoformat(since.replace("Z", "+00:00")).timestamp()

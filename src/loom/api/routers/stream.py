@@ -8,6 +8,7 @@ reconnects with `Last-Event-ID` gets exactly what it had not seen. The stream en
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from loom.tds.logs import line_json
 from loom.tds.metrics import point_json
 
 KEEPALIVE_S = 15.0
+_CURSOR = re.compile(r"^([0-9]{1,18})(?:\.([0-9]{1,18}))?$")
 CHUNK = 1000
 
 
@@ -37,10 +39,10 @@ class Cursor:
 
     @classmethod
     def parse(cls, text: str) -> Cursor:
-        line, _, point = text.strip().partition(".")
-        if not (line.isdigit() and (point.isdigit() or not point)) or len(text) > 40:
-            raise InvalidInput(f"Last-Event-ID: expected <line>.<point>, got {text!r}")
-        return cls(int(line), int(point or 0))
+        match = _CURSOR.match(text.strip())
+        if match is None:
+            raise InvalidInput(f"Last-Event-ID: expected <line>.<point>, got {text[:60]!r}")
+        return cls(int(match.group(1)), int(match.group(2) or 0))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,56 @@
+"""What the scheduler needs to know, read from the store: what running learners hold (in all,
+per user, which GPUs) and each user's quota."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
+
+from loom.domain.resources import Resources
+from loom.domain.states import TERMINAL_STATES
+from loom.lifecycle.scheduler import Quota, Usage
+from loom.settings import Settings
+from loom.store import jobs as job_rows
+from loom.store.tables import User
+
+
+@dataclass
+class Holdings:
+    """Resources held by learners that have not ended, including those of a job that has
+    already failed: they hold their CPUs and GPUs until their processes are gone."""
+
+    in_use: Resources = field(default_factory=Resources)
+    per_user: dict[str, Usage] = field(default_factory=dict)
+    devices: set[int] = field(default_factory=set)
+
+
+def holdings(session: Session) -> Holdings:
+    found = Holdings()
+    jobs_per_user: dict[str, set[str]] = {}
+    for learner, job in job_rows.active_learners(session, TERMINAL_STATES):
+        one = Resources(job.cpus, job.memory, job.gpus)
+        found.in_use = found.in_use + one
+        usage = found.per_user.get(job.owner_id, Usage())
+        jobs_per_user.setdefault(job.owner_id, set()).add(job.id)
+        found.per_user[job.owner_id] = Usage(usage.held + one, len(jobs_per_user[job.owner_id]))
+        found.devices |= parse_devices(learner.devices)
+    return found
+
+
+def parse_devices(text: str) -> set[int]:
+    return {int(d) for d in text.split(",") if d.strip().isdigit()}
+
+
+def quotas(session: Session, owners: Iterable[str], settings: Settings) -> dict[str, Quota]:
+    """Each user's quota: their own limits where set, else the platform's defaults."""
+    found = {}
+    for owner in set(owners):
+        user = session.get(User, owner)
+        found[owner] = Quota(
+            cpus=user.quota_cpus if user and user.quota_cpus is not None else settings.quota_cpus,
+            gpus=user.quota_gpus if user and user.quota_gpus is not None else settings.quota_gpus,
+            jobs=user.quota_jobs if user and user.quota_jobs is not None else settings.quota_jobs,
+        )
+    return found
