@@ -39,3 +39,38 @@ def test_impossible_job_is_reported_and_does_not_block() -> None:
     assert decisions[0].verdict == Verdict.NEVER
     assert "GPUs" in decisions[0].reason
     assert decisions[1].verdict == Verdict.START
+
+
+def test_quota_holds_only_that_users_jobs() -> None:
+    """A job over its owner's quota waits with the reason; other users' jobs go ahead."""
+    from loom.lifecycle.scheduler import Quota, Usage
+
+    a1 = QueuedJob("a1", Resources(1, GIB, 0), 1, owner="ann")
+    b1 = QueuedJob("b1", Resources(1, GIB, 0), 1, owner="bob")
+    usage = {"ann": Usage(Resources(1, GIB, 0), 1)}
+    decisions = plan([a1, b1], Resources(4, 8 * GIB, 0), Resources(1, GIB, 0), usage,
+                     {"ann": Quota(cpus=1)})  # fmt: skip
+    assert decisions[0].reason == "quota: 1 of 1 CPUs in use by your running jobs"
+    assert decisions[1].verdict == Verdict.START
+
+
+def test_quota_counts_jobs_started_in_the_same_pass() -> None:
+    """Two queued jobs of one user with a one-job quota: only the first starts."""
+    from loom.lifecycle.scheduler import Quota
+
+    jobs = [QueuedJob(n, Resources(0.5, GIB, 0), 1, owner="ann") for n in ("x", "y")]
+    decisions = plan(jobs, MACHINE, Resources(), {}, {"ann": Quota(jobs=1)})
+    assert [d.verdict for d in decisions] == [Verdict.START, Verdict.WAIT]
+    assert "running jobs" in decisions[1].reason
+
+
+def test_devices_are_distinct() -> None:
+    """Each learner gets its own GPUs, from the free ones, lowest first."""
+    import pytest
+
+    from loom.lifecycle.scheduler import allocate_devices
+
+    assert allocate_devices([3, 1, 2, 0], 2, 2) == [[0, 1], [2, 3]]
+    assert allocate_devices([5], 0, 3) == [[], [], []]
+    with pytest.raises(ValueError):
+        allocate_devices([0], 1, 2)

@@ -23,11 +23,25 @@ class Created(BaseModel):
 
 
 class JobAction(BaseModel):
-    """`{"action": "halt"}`; FfDL's `{"status": "halt"}` is accepted too."""
+    """`{"action": "halt"}` or `{"action": "resume"}`; FfDL's `{"status": "halt"}` too."""
 
     model_config = ConfigDict(extra="forbid")
-    action: Literal["halt"] | None = None
+    action: Literal["halt", "resume"] | None = None
     status: Literal["halt"] | None = None
+
+
+class QuotaIn(BaseModel):
+    """A user's limits on their running jobs; null is the platform's default."""
+
+    model_config = ConfigDict(extra="forbid")
+    cpus: float | None = Field(default=None, gt=0)
+    gpus: int | None = Field(default=None, ge=0)
+    jobs: int | None = Field(default=None, ge=0)
+
+
+class UserChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    quota: QuotaIn
 
 
 class UserCreate(BaseModel):

@@ -151,6 +151,26 @@ def halt(job_id: str) -> None:
     console.print(f"{job_id}: halt requested ({job['state']})")
 
 
+def resume(job_id: str) -> None:
+    """Queue a halted job again; it continues from its checkpoints."""
+    with client() as loom:
+        job = loom.resume(job_id)
+    console.print(f"{job_id}: resumed ({job['state']})")
+
+
+def capacity() -> None:
+    """What the platform can run and what is in use."""
+    with client() as loom:
+        found = loom.capacity()
+    total, used = found["capacity"], found["in_use"]
+    gib = 2**30
+    console.print(
+        f"CPUs {used['cpus']:g}/{total['cpus']:g}  "
+        f"memory {used['memory'] / gib:.1f}/{total['memory'] / gib:.1f} GiB  "
+        f"GPUs {used['gpus']}/{total['gpus']}  queued jobs {found['queued_jobs']}"
+    )
+
+
 def delete(job_id: str) -> None:
     """Delete a job, its logs and its files (halting it first if it runs)."""
     with client() as loom:
@@ -181,5 +201,7 @@ def register(app: typer.Typer) -> None:
     app.command()(show)
     app.command()(logs)
     app.command()(halt)
+    app.command()(resume)
+    app.command()(capacity)
     app.command()(delete)
     app.command()(download)

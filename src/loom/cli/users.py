@@ -22,6 +22,19 @@ def add(name: str, admin: Annotated[bool, typer.Option("--admin")] = False) -> N
     console.print("give it to the user; it is not shown again (export LOOM_TOKEN=...)")
 
 
+@app.command("quota")
+def quota(
+    name: str,
+    cpus: Annotated[float | None, typer.Option(help="CPUs of running jobs")] = None,
+    gpus: Annotated[int | None, typer.Option(help="GPUs of running jobs")] = None,
+    jobs: Annotated[int | None, typer.Option(help="running jobs")] = None,
+) -> None:
+    """Set a user's quota; options left out go back to the platform's default."""
+    with client() as loom:
+        user = loom.set_quota(name, cpus=cpus, gpus=gpus, jobs=jobs)
+    console.print(f"{user['name']}: quota {user['quota']}")
+
+
 @app.command("list")
 def list_users() -> None:
     """List users."""

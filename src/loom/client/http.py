@@ -110,6 +110,22 @@ class LoomClient:
         result: dict[str, Any] = self._request("PATCH", f"/v1/jobs/{job_id}", json=body).json()
         return result
 
+    def resume(self, job_id: str) -> dict[str, Any]:
+        body = {"action": "resume"}
+        result: dict[str, Any] = self._request("PATCH", f"/v1/jobs/{job_id}", json=body).json()
+        return result
+
+    def capacity(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", "/v1/capacity").json()
+        return result
+
+    def set_quota(
+        self, name: str, *, cpus: float | None, gpus: int | None, jobs: int | None
+    ) -> dict[str, Any]:
+        body = {"quota": {"cpus": cpus, "gpus": gpus, "jobs": jobs}}
+        result: dict[str, Any] = self._request("PATCH", f"/v1/users/{name}", json=body).json()
+        return result
+
     def delete(self, job_id: str) -> None:
         self._request("DELETE", f"/v1/jobs/{job_id}")
 

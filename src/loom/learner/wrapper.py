@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 # FfDL's error codes, as plain strings: the wrapper stays free of the domain's imports.
 LEARNER_FAILED = "C201"
+MEMORY_EXCEEDED = "C202"
 LOAD_MODEL = "S301"
 LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
@@ -58,6 +59,8 @@ class Learner:
         )
         self.file_collectors = file_collectors(metrics, {k: str(v) for k, v in self.dirs.items()})
         self._polling = threading.Event()
+        self.memory_limit = int(spec.get("memory_limit") or 0)
+        self.memory_exceeded: int | None = None
         self.retry_s = float(spec.get("retry_s", 600))
         self.child: subprocess.Popen[bytes] | None = None
         self.halting = False
@@ -155,10 +158,25 @@ class Learner:
         return code
 
     def _poll_files(self) -> None:
-        """Metric files are read while the learner runs, and once more after it ended."""
-        while not self._polling.wait(0.5):
-            self._collect(final=False)
+        """While the learner runs: its memory four times a second, its metric files twice;
+        the files once more after it ended."""
+        tick = 0
+        while not self._polling.wait(0.25):
+            tick += 1
+            self._check_memory()
+            if tick % 2 == 0:
+                self._collect(final=False)
         self._collect(final=True)
+
+    def _check_memory(self) -> None:
+        """A learner over its manifest `memory` is stopped here, with a reason, before the
+        kernel's OOM killer would stop it (or the machine) without one."""
+        if not self.memory_limit or self.child is None or self.memory_exceeded is not None:
+            return
+        used = group_rss(self.child.pid)
+        if used > self.memory_limit:
+            self.memory_exceeded = used
+            _signal_group(self.child.pid, signal.SIGKILL)
 
     def _collect(self, final: bool) -> None:
         for collector in self.file_collectors:
@@ -214,6 +232,17 @@ class Learner:
             code = self.process()
             if self.halting:
                 return self._finish("HALTED", message="halted by request")
+            if self.memory_exceeded is not None:
+                return self._finish(
+                    "FAILED",
+                    exit_code=code,
+                    error_code=MEMORY_EXCEEDED,
+                    message=(
+                        f"learner {self.spec['learner_id']} used {_mib(self.memory_exceeded)}, "
+                        f"more than its memory limit of {_mib(self.memory_limit)} (manifest "
+                        f"`memory`), and was stopped"
+                    ),
+                )
             self.set_state("STORING", exit_code=code)
             self.shipper.sync()
             self.store()
@@ -250,6 +279,30 @@ class Learner:
 
 def _final(state: str) -> bool:
     return state in ("COMPLETED", "FAILED", "HALTED")
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def group_rss(pgid: int) -> int:
+    """Resident memory, in bytes, of every process in a process group (Linux's /proc)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                data = stat.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2 :].split()  # after the command name: state, ppid, …
+        if len(fields) > 21 and int(fields[2]) == pgid:
+            total += int(fields[21]) * _PAGE
+    return total
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -102,9 +102,10 @@ def show(job_id: str, loom: PlatformDep, user: UserDep) -> Any:
 @router.patch("/{job_id}", status_code=202)
 def change(job_id: str, body: JobAction, loom: PlatformDep, user: UserDep) -> Any:
     owned_job(loom, user, job_id)
-    if (body.action or body.status) is None:
-        raise InvalidInput('action: say what to do, e.g. {"action": "halt"}')
-    job = loom.lifecycle.halt(job_id)
+    action = body.action or body.status
+    if action is None:
+        raise InvalidInput('action: say what to do, {"action": "halt"} or {"action": "resume"}')
+    job = loom.lifecycle.resume(job_id) if action == "resume" else loom.lifecycle.halt(job_id)
     return job_summary(job)
 
 
