@@ -257,7 +257,7 @@ class Learner:
     def _crash(self, code: int) -> str:
         how = f"exit code {code}"
         if code < 0:
-            how = f"signal {signal.Signals(-code).name}"
+            how = f"exit code {128 - code}, killed by {signal.Signals(-code).name}"
         tail = "\n".join(list(self.shipper.tail))
         return (
             f"learner {self.spec['learner_id']} terminated with an error ({how}); "

@@ -333,15 +333,16 @@ class LifecycleManager:
             for other in running:
                 self.launcher.terminate(other.handle, self.settings.gang_stop_grace_s)
         manifest = json.loads(job.manifest)
+        policy = str(manifest.get("restart_policy", "Never"))
         decision = decide(
-            str(manifest.get("restart_policy", "Never")),
+            policy,
             int(manifest.get("max_restarts", 0)),
             job.attempt,
             [Failure(lr.learner_id, lr.exit_code, lr.error_code) for lr in failed],
         )
         first = failed[0]
         if not decision.restart:
-            message = first.message if job.attempt == 1 else f"{first.message} ({decision.reason})"
+            message = first.message if policy == "Never" else f"{decision.reason}: {first.message}"
             self._transition(session, job, JobState.FAILED, message, first.error_code)
             return
         job.restart_pending = True
