@@ -132,6 +132,10 @@ def test_not_multipart(srv: Server) -> None:
         ("GET", "/v1/jobs/training-nope/logs?pagesize=0", None, 400),
         ("POST", "/v1/users", {"name": "has spaces"}, 400),
         ("POST", "/v1/users", {}, 400),
+        ("PATCH", "/v1/users/admin", {"quota": {"jobs": 10**20}}, 400),
+        ("PATCH", "/v1/users/admin", {"quota": {"cpus": -1}}, 400),
+        ("PATCH", "/v1/users/nobody", {"quota": {"cpus": 1}}, 404),
+        ("PATCH", "/v1/jobs/training-nope", {"action": "resume"}, 404),
     ],
 )
 def test_bad_requests(srv: Server, method: str, path: str, body: object, status: int) -> None:

@@ -14,7 +14,8 @@ def test_pytorch_variables_for_every_framework() -> None:
     env = framework_env("custom", GANG, 2)
     assert env["MASTER_ADDR"] == "127.0.0.1"
     assert env["MASTER_PORT"] == "29500"
-    assert (env["WORLD_SIZE"], env["RANK"], env["LOCAL_RANK"]) == ("3", "2", "2")
+    assert (env["WORLD_SIZE"], env["RANK"], env["LOCAL_RANK"]) == ("3", "2", "0")
+    assert env["GROUP_RANK"] == "2"  # each learner is a node with only its own GPUs
     assert "TF_CONFIG" not in env
 
 

@@ -110,13 +110,13 @@ def test_tensorboard_events_written_by_torch(tmp_path: Path) -> None:
     step per folder, the folder's name as group."""
     from torch.utils.tensorboard import SummaryWriter
 
+    collector = TensorBoardCollector([tmp_path])
     for group in ("train", "test"):
         writer = SummaryWriter(str(tmp_path / "tb" / group))
         for step in range(1, 4):
             writer.add_scalar("loss", 1.0 / step, step)
             writer.add_scalar("accuracy", 0.5 + step / 10, step)
         writer.close()
-    collector = TensorBoardCollector([tmp_path])
     points = collector.poll() + collector.poll(final=True)
     by_group = {g: [p for p in points if p["group"] == g] for g in ("train", "test")}
     for group_points in by_group.values():
@@ -148,12 +148,13 @@ def test_tensorboard_ignores_non_scalars_and_negative_steps(tmp_path: Path) -> N
     import numpy as np
     from torch.utils.tensorboard import SummaryWriter
 
+    collector = TensorBoardCollector([tmp_path])
     writer = SummaryWriter(str(tmp_path / "tb"))
     writer.add_histogram("weights", np.arange(10.0), 1)
     writer.add_pr_curve("pr", np.array([0, 1, 1, 0]), np.array([0.1, 0.9, 0.8, 0.2]), 1)
     writer.add_scalar("loss", 0.25, -1)
     writer.close()
-    points = TensorBoardCollector([tmp_path]).poll(final=True)
+    points = collector.poll(final=True)
     assert points == [{"group": "tb", "step": -1, "etimes": {"step": -1}, "values": {"loss": 0.25}}]
 
 
@@ -161,8 +162,20 @@ def test_emetrics_bad_record_costs_only_itself(tmp_path: Path) -> None:
     """A record of the wrong shape is skipped; the good ones around it are kept, and a last
     line without its newline is read at the end."""
     path = tmp_path / "evaluation-metrics.txt"
+    collector = EMetricsCollector(path)
     good = json.dumps({"grouplabel": "g", "values": {"a": {"type": "FLOAT", "value": "1"}}})
     path.write_text(good + "\n" + json.dumps({"values": [1, 2]}) + "\n" + good)
-    collector = EMetricsCollector(path)
     assert len(collector.poll()) == 1
     assert len(collector.poll(final=True)) == 1
+
+
+def test_an_earlier_attempts_metrics_are_not_read_again(tmp_path: Path) -> None:
+    """A restarted learner shares LOG_DIR with its earlier attempt; what is already in the
+    emetrics file was shipped then and is not shipped twice."""
+    path = tmp_path / "evaluation-metrics.txt"
+    record = json.dumps({"grouplabel": "g", "values": {"a": {"type": "FLOAT", "value": "1"}}})
+    path.write_text(record + "\n")
+    collector = EMetricsCollector(path)
+    with path.open("a") as out:
+        out.write(record.replace('"1"', '"2"') + "\n")
+    assert [p["values"] for p in collector.poll()] == [{"a": 2.0}]

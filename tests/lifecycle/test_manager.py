@@ -185,3 +185,55 @@ def test_backfill_of_a_finished_learner_stores_what_it_never_sent(rig: Rig) -> N
 
     assert [r.text for r in rig.tds.logs.query(job_id, LogQuery())] == ["one", "two"]
     assert [r.values for r in rig.tds.metrics.query(job_id, MetricQuery())] == [{"loss": 0.5}]
+
+
+def restartable(rig: Rig) -> str:
+    return rig.submit(learners=2, cpus=1, restart_policy="OnFailure", max_restarts=3)
+
+
+def test_gang_restart_then_halt_then_resume_still_stops_peers(rig: Rig) -> None:
+    """A halt during a gang restart, then a resume: the next failure still stops the peers."""
+    job_id = restartable(rig)
+    rig.manager.step()
+    first, second = rig.handles(job_id)
+    rig.launcher.stop_on_terminate = False
+    rig.launcher.finish(first, {"state": "FAILED", "exit_code": 137, "error_code": "C201"})
+    rig.manager.step()  # the peer is told to stop and takes its time
+    rig.manager.halt(job_id)
+    rig.launcher.finish(second, {"state": "HALTED"})
+    rig.manager.step()
+    assert rig.state(job_id) == "HALTED"
+    rig.launcher.stop_on_terminate = True
+    rig.manager.resume(job_id)
+    rig.manager.step()
+    handles = [h for h in rig.handles(job_id) if "attempt-2" in h]
+    rig.launcher.terminated.clear()
+    rig.launcher.finish(handles[0], {"state": "FAILED", "exit_code": 137, "error_code": "C201"})
+    rig.manager.step()
+    assert handles[1] in rig.launcher.terminated
+
+
+def test_first_failure_decides_under_exit_code(rig: Rig) -> None:
+    """A peer's exit 1 after its partner was killed (137) does not make the failure permanent."""
+    job_id = rig.submit(learners=2, cpus=1, restart_policy="ExitCode", max_restarts=2)
+    rig.manager.step()
+    first, second = rig.handles(job_id)
+    rig.launcher.finish(second, {"state": "FAILED", "exit_code": 137, "error_code": "C201"})
+    rig.manager.step()
+    rig.launcher.finish(first, {"state": "FAILED", "exit_code": 1, "error_code": "C201"})
+    rig.manager.step()
+    assert rig.state(job_id) in {"QUEUED", "PENDING"}  # restarted, as the killed learner allows
+
+
+def test_halt_arriving_while_storing_keeps_completed(rig: Rig) -> None:
+    """A halt that arrives once every learner completed does not turn the job into HALTED."""
+    job_id = rig.submit()
+    rig.manager.step()
+    (handle,) = rig.handles(job_id)
+    rig.manager.report(job_id, 1, 1, {"state": "STORING"})
+    rig.manager.halt(job_id)
+    rig.launcher.states[handle] = rig.launcher.states[handle].__class__(
+        rig.launcher.states[handle].liveness.EXITED, {"state": "COMPLETED", "exit_code": 0}
+    )
+    rig.manager.step()
+    assert rig.state(job_id) == "COMPLETED"

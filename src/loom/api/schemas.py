@@ -34,9 +34,9 @@ class QuotaIn(BaseModel):
     """A user's limits on their running jobs; null is the platform's default."""
 
     model_config = ConfigDict(extra="forbid")
-    cpus: float | None = Field(default=None, gt=0)
-    gpus: int | None = Field(default=None, ge=0)
-    jobs: int | None = Field(default=None, ge=0)
+    cpus: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
+    gpus: int | None = Field(default=None, ge=0, le=100_000)
+    jobs: int | None = Field(default=None, ge=0, le=1_000_000)
 
 
 class UserChange(BaseModel):

@@ -27,15 +27,18 @@ class Gang:
 
 
 def pytorch_env(gang: Gang, rank: int) -> dict[str, str]:
-    """torchrun's variables: `init_process_group("env://")` works as it is."""
+    """torchrun's variables: `init_process_group("env://")` works as it is. Each learner is
+    its own node with its own devices (CUDA_VISIBLE_DEVICES holds only its GPUs), so its local
+    rank is 0 and `torch.cuda.set_device(LOCAL_RANK)` picks its first GPU."""
     return {
         "MASTER_ADDR": gang.host,
         "MASTER_PORT": str(gang.coordinator_port),
         "WORLD_SIZE": str(gang.size),
         "RANK": str(rank),
-        "LOCAL_RANK": str(rank),
-        "LOCAL_WORLD_SIZE": str(gang.size),
-        "GROUP_RANK": "0",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(rank),
+        "NODE_RANK": str(rank),
     }
 
 
@@ -84,8 +87,8 @@ def framework_env(
             {
                 "HOROVOD_RANK": str(rank),
                 "HOROVOD_SIZE": str(gang.size),
-                "HOROVOD_LOCAL_RANK": str(rank),
-                "HOROVOD_LOCAL_SIZE": str(gang.size),
+                "HOROVOD_LOCAL_RANK": "0",
+                "HOROVOD_LOCAL_SIZE": "1",
                 "OMPI_COMM_WORLD_RANK": str(rank),
                 "OMPI_COMM_WORLD_SIZE": str(gang.size),
             }

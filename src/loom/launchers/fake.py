@@ -15,6 +15,7 @@ class FakeLauncher:
     def __init__(self, capacity: Resources | None = None, *, fail_launch: bool = False) -> None:
         self._capacity = capacity or Resources(cpus=4, memory=16 * 2**30, gpus=0)
         self.fail_launch = fail_launch
+        self.stop_on_terminate = True  # False: a learner takes its time, as a real one may
         self.launched: dict[str, LearnerLaunch] = {}
         self.states: dict[str, LearnerStatus] = {}
         self.terminated: list[str] = []
@@ -35,6 +36,8 @@ class FakeLauncher:
 
     def terminate(self, handle: str, grace_s: float) -> None:
         self.terminated.append(handle)
+        if not self.stop_on_terminate:
+            return
         if self.states.get(handle, LearnerStatus(Liveness.LOST)).liveness == Liveness.RUNNING:
             self.finish(handle, {"state": "HALTED", "message": "halted by request"})
 

@@ -142,11 +142,12 @@ class KatibCollector:
 
 
 class _Tail:
-    """New complete lines of a file that may not exist yet and grows while we read."""
+    """New complete lines of a file that may not exist yet and grows while we read. What the
+    file held before (an earlier attempt's output in the same LOG_DIR) is not read again."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = 0
+        self.offset = path.stat().st_size if path.exists() else 0
 
     def lines(self, final: bool = False) -> list[str]:
         """Complete lines; at the end, a last line without its newline too."""

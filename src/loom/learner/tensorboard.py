@@ -167,6 +167,9 @@ class TensorBoardCollector:
     def __init__(self, roots: list[Path]) -> None:
         self.roots = roots
         self.files: dict[Path, _EventFile] = {}
+        self._discover()
+        for events in self.files.values():  # an earlier attempt's events are not read again
+            events.offset = events.path.stat().st_size
 
     def _discover(self) -> None:
         for root in self.roots:

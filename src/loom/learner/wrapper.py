@@ -147,14 +147,11 @@ class Learner:
         code = self.child.wait()
         self._polling.set()
         poller.join(timeout=10.0)
+        # The learner is over, and so is whatever it left running in its process group (it
+        # would hold on to its output, its GPUs and its memory).
+        _signal_group(self.child.pid, signal.SIGKILL)
         for reader in readers:
-            reader.join(timeout=2.0)
-        if any(reader.is_alive() for reader in readers):
-            # Something the command left behind holds its output open: the learner is over,
-            # and so is whatever is left of its process group.
-            _signal_group(self.child.pid, signal.SIGKILL)
-            for reader in readers:
-                reader.join(timeout=2.0)
+            reader.join(timeout=5.0)
         return code
 
     def _poll_files(self) -> None:
@@ -174,6 +171,8 @@ class Learner:
         if not self.memory_limit or self.child is None or self.memory_exceeded is not None:
             return
         used = group_rss(self.child.pid)
+        if used > self.memory_limit:
+            used = group_rss(self.child.pid, proportional=True)  # shared pages counted once
         if used > self.memory_limit:
             self.memory_exceeded = used
             _signal_group(self.child.pid, signal.SIGKILL)
@@ -284,8 +283,11 @@ def _final(state: str) -> bool:
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def group_rss(pgid: int) -> int:
-    """Resident memory, in bytes, of every process in a process group (Linux's /proc)."""
+def group_rss(pgid: int, *, proportional: bool = False) -> int:
+    """Resident memory, in bytes, of every process in a process group (Linux's /proc).
+
+    Plain RSS counts pages shared after a fork once per process; `proportional` reads each
+    process's PSS instead (dearer for the kernel, so only to confirm a limit is passed)."""
     total = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -297,8 +299,20 @@ def group_rss(pgid: int) -> int:
             continue
         fields = data[data.rfind(b")") + 2 :].split()  # after the command name: state, ppid, …
         if len(fields) > 21 and int(fields[2]) == pgid:
-            total += int(fields[21]) * _PAGE
+            pss = _pss(entry.name) if proportional else None
+            total += pss if pss is not None else int(fields[21]) * _PAGE
     return total
+
+
+def _pss(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+            for line in rollup:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _mib(size: int) -> str:

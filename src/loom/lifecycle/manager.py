@@ -196,10 +196,9 @@ class LifecycleManager:
     def delete(self, job_id: str) -> None:
         """Stop the job if it runs, then remove it, its logs and its files."""
         with self._lock, self._session() as session:
-            job = self._job(session, job_id)
-            if JobState(job.state) in RUNNING_STATES:
-                for learner in self._current(session, job):
-                    self.launcher.terminate(learner.handle, 0.0)
+            self._job(session, job_id)
+            for learner in job_rows.active_learners_of(session, job_id, TERMINAL_STATES):
+                self.launcher.terminate(learner.handle, 0.0)  # of any attempt, in any state
             job_rows.delete_job(session, job_id)
         Workspace(self.settings.jobs_dir, job_id).remove()
         self.signals.notify(job_id)
@@ -262,9 +261,14 @@ class LifecycleManager:
         if error_code:
             job.error_code = error_code
         now = time.time()
+        if new == JobState.QUEUED or new in TERMINAL_STATES:
+            job.restart_pending = False
         if new in TERMINAL_STATES:
             job.finished_at = now
             job.queue_reason = ""
+            session.flush()
+            if not job_rows.active_learners_of(session, job.id, TERMINAL_STATES):
+                user_rows.revoke_job_tokens(session, job.id)
         job_rows.record_event(session, job, new.value, message)
         self._local.changed.add(job.id)
         return True
@@ -279,6 +283,16 @@ class LifecycleManager:
         old = JobState(learner.state)
         if old in TERMINAL_STATES or not can_transition(old, new):
             return
+        stopped_by_us = job.halt_requested or job.restart_pending
+        if new == JobState.HALTED and not stopped_by_us and job.state not in TERMINAL_STATES:
+            # Stopped from outside the platform: for the gang, that is a lost learner.
+            report = {
+                **report,
+                "state": JobState.FAILED.value,
+                "error_code": ErrorCode.LEARNER_LOST.value,
+                "message": f"learner {learner.learner_id} was stopped from outside the platform",
+            }
+            new = JobState.FAILED
         if new in TERMINAL_STATES:
             self._backfill(session, job, learner, report)
             learner.finished_at = time.time()
@@ -311,7 +325,8 @@ class LifecycleManager:
         learners = self._current(session, job)
         states = [JobState(lr.state) for lr in learners]
         new = aggregate(states)
-        if job.halt_requested and all(s in TERMINAL_STATES for s in states):
+        stopped = all(s in TERMINAL_STATES for s in states)
+        if job.halt_requested and stopped and new != JobState.COMPLETED:
             new = JobState.HALTED
         if new is None or new.value == job.state:
             return
@@ -327,7 +342,11 @@ class LifecycleManager:
     def _gang_failed(self, session: Session, job: Job, learners: list[Learner]) -> None:
         """One learner failed: stop the others within seconds (none may hang in an
         all-reduce), then restart the gang from its checkpoint or fail, per the policy."""
-        failed = [lr for lr in learners if lr.state == JobState.FAILED.value]
+        # The first failure is the cause; the others' (a peer's broken all-reduce) follow from it.
+        failed = sorted(
+            (lr for lr in learners if lr.state == JobState.FAILED.value),
+            key=lambda lr: lr.finished_at or 0.0,
+        )[:1]
         running = [lr for lr in learners if lr.state not in TERMINAL_STATES]
         if not job.restart_pending:
             for other in running:
@@ -421,8 +440,10 @@ class LifecycleManager:
         owner = session.get_one(User, job.owner_id)
         job.attempt += 1
         job.queue_reason = ""
+        job.restart_pending = False
         job.started_at = job.started_at or time.time()
         token = user_rows.new_token("job")
+        user_rows.revoke_job_tokens(session, job.id)  # an attempt's token dies with it
         user_rows.add_token(session, owner, token, job_id=job.id)
         workspace = Workspace(self.settings.jobs_dir, job.id)
         code_zip = self.artifacts.path(job.code_digest)
