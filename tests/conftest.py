@@ -126,3 +126,13 @@ def wait_for_state(
             return job
         time.sleep(0.1)
     raise AssertionError(f"job {job_id} is {job['state']}, expected one of {states}: {job}")
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """moto's S3 server on loopback, with credentials enforced."""
+    from tests.s3 import start_s3
+
+    server = start_s3(tmp_path_factory.mktemp("s3") / "moto.log")
+    yield server
+    server.stop()

@@ -16,6 +16,7 @@ class LearnerLaunch:
     handle: str
     spec: dict[str, Any]
     token: str = field(repr=False)
+    secrets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
 
 class Liveness(StrEnum):

@@ -71,7 +71,9 @@ class LocalLauncher:
         folder.mkdir(parents=True, exist_ok=True)
         spec_file = folder / "spec.json"
         spec_file.write_text(json.dumps(learner.spec))
-        pid = self._spawner.spawn(str(spec_file), learner.token, str(folder / "wrapper.log"))
+        pid = self._spawner.spawn(
+            str(spec_file), learner.token, learner.secrets, str(folder / "wrapper.log")
+        )
         _write_json(folder / "launch.json", {"pid": pid, "create_time": _create_time(pid)})
 
     def _process(self, folder: Path) -> tuple[int, float | None] | None:
@@ -181,9 +183,13 @@ class Spawner:
             )
         return self._process
 
-    def spawn(self, spec_file: str, token: str, log: str) -> int:
-        """Fork a wrapper for one learner; its pid."""
-        request = json.dumps({"spec": spec_file, "token": token, "log": log}) + "\n"
+    def spawn(
+        self, spec_file: str, token: str, secrets: dict[str, dict[str, str]], log: str
+    ) -> int:
+        """Fork a wrapper for one learner; its pid. The token and the data stores' secrets go
+        through the spawner's pipe, never a file or an environment."""
+        body = {"spec": spec_file, "token": token, "secrets": secrets, "log": log}
+        request = json.dumps(body) + "\n"
         with self._lock:
             process = self._running()
             assert process.stdin is not None and process.stdout is not None

@@ -18,12 +18,13 @@ import sys
 import traceback
 import zipfile  # noqa: F401
 from pathlib import Path
+from typing import Any
 
 from loom.learner import tensorboard, wrapper  # noqa: F401  (tensorboard: warmed for forks)
 from loom.learner.shipper import write_json_atomic
 
 
-def _child(request: dict[str, str]) -> None:
+def _child(request: dict[str, Any]) -> None:
     """In the fork: a new session, its pid on record, output to the log file, the wrapper."""
     code = 1
     try:
@@ -41,7 +42,7 @@ def _child(request: dict[str, str]) -> None:
         os.close(null)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.chdir(folder)
-        code = wrapper.run_spec(request["spec"], request["token"])
+        code = wrapper.run_spec(request["spec"], request["token"], request.get("secrets") or {})
     except BaseException:
         traceback.print_exc()
     finally:

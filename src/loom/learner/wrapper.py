@@ -41,8 +41,11 @@ class StepFailed(Exception):
 
 
 class Learner:
-    def __init__(self, spec: dict[str, Any], token: str) -> None:
+    def __init__(
+        self, spec: dict[str, Any], token: str, secrets: dict[str, dict[str, str]]
+    ) -> None:
         self.spec = spec
+        self.secrets = secrets
         self.dirs = {k: Path(v) for k, v in spec["dirs"].items()}
         self.status_file = Path(spec["status_file"])
         home = spec.get("home")
@@ -86,7 +89,7 @@ class Learner:
         stores = self.spec.get("data_stores", [])
         for store in stores:
             self._check_store(store)
-        from_store = any(store.get("data_dir") for store in stores)
+        from_store = any(store.get("data_dir") for store in stores if store["type"] == "local")
         for name, path in self.dirs.items():
             if not (name == "DATA_DIR" and from_store):
                 path.mkdir(parents=True, exist_ok=True)
@@ -95,8 +98,30 @@ class Learner:
                 archive.extractall(self.dirs["MODEL_DIR"])
         except (OSError, zipfile.BadZipFile) as exc:
             raise StepFailed(LOAD_MODEL, f"could not unpack the model definition: {exc}") from exc
+        for store in stores:
+            if store["type"] == "s3" and store.get("bucket"):
+                self._fetch(store)
+
+    def _fetch(self, store: dict[str, Any]) -> None:
+        from loom.learner import datastores
+
+        def progress(message: str) -> None:
+            self.shipper.status({"state": "DOWNLOADING", "time": time.time(), "message": message})
+
+        try:
+            datastores.download(
+                store,
+                self.secrets.get(store["id"], {}),
+                Path(store["download_dir"]),
+                progress,
+                deadline_s=min(self.retry_s, 120.0),
+            )
+        except datastores.StoreError as exc:
+            raise StepFailed(LOAD_DATA, exc.message) from exc
 
     def _check_store(self, store: dict[str, Any]) -> None:
+        if store["type"] == "s3":
+            return
         if store["type"] not in LOCAL_STORE_TYPES:
             raise StepFailed(
                 LOAD_DATA,
@@ -204,6 +229,28 @@ class Learner:
                     shutil.copytree(results, Path(target), dirs_exist_ok=True)
         except OSError as exc:
             raise StepFailed(STORE_RESULTS, f"could not store the results: {exc}") from exc
+        for store in self.spec.get("data_stores", []):
+            if store["type"] == "s3" and store.get("results_bucket"):
+                self._upload(store, results)
+
+    def _upload(self, store: dict[str, Any], results: Path) -> None:
+        """Results go to `<results bucket>/<job id>/`; an unreachable store is retried for as
+        long as the learner keeps resending anything (LOOM_LEARNER_RETRY_S)."""
+        from loom.learner import datastores
+
+        try:
+            count = datastores.upload(
+                store,
+                self.secrets.get(store["id"], {}),
+                results,
+                self.spec["job_id"],
+                deadline_s=self.retry_s,
+            )
+        except datastores.StoreError as exc:
+            raise StepFailed(STORE_RESULTS, exc.message) from exc
+        self.shipper.status(
+            {"state": "STORING", "time": time.time(), "message": f"stored {count} files"}
+        )
 
     # -- halt -------------------------------------------------------------------------------
     def halt(self, grace: float) -> None:
@@ -344,10 +391,10 @@ def _render_log(spool: Path, target: Path) -> None:
                 out.write(entry["text"] + "\n")
 
 
-def run_spec(spec_file: str, token: str) -> int:
+def run_spec(spec_file: str, token: str, secrets: dict[str, dict[str, str]] | None = None) -> int:
     """Run the learner a spec file describes; SIGTERM or SIGINT halts it."""
     spec = json.loads(Path(spec_file).read_text())
-    learner = Learner(spec, token)
+    learner = Learner(spec, token, secrets or {})
     grace = float(spec.get("halt_grace_s", 10))
     signal.signal(signal.SIGTERM, lambda *_: learner.halt(grace))
     signal.signal(signal.SIGINT, lambda *_: learner.halt(grace))
@@ -355,4 +402,7 @@ def run_spec(spec_file: str, token: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    return run_spec(argv[0], sys.stdin.readline().strip())
+    """Standard input: the token, then (optionally) the data stores' secrets as JSON."""
+    token = sys.stdin.readline().strip()
+    secrets = json.loads(sys.stdin.readline() or "{}")
+    return run_spec(argv[0], token, secrets)

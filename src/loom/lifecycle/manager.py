@@ -35,7 +35,7 @@ from loom.domain.states import (
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
 from loom.lifecycle.admission import holdings, quotas
 from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
-from loom.lifecycle.workspace import Workspace, learner_spec, new_gang
+from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
@@ -281,6 +281,12 @@ class LifecycleManager:
         if new not in LEARNER_STATES:
             return
         old = JobState(learner.state)
+        if new == old and report.get("message") and old not in TERMINAL_STATES:
+            learner.message = str(report["message"])[:500]  # progress, e.g. of a download
+            if job.state not in TERMINAL_STATES:
+                job.status_message = learner.message
+                self._local.changed.add(job.id)
+            return
         if old in TERMINAL_STATES or not can_transition(old, new):
             return
         stopped_by_us = job.halt_requested or job.restart_pending
@@ -453,6 +459,7 @@ class LifecycleManager:
         free = [d for d in range(self.launcher.capacity().gpus) if d not in taken]
         devices = allocate_devices(free, job.gpus, job.learners)
         taken |= {d for ds in devices for d in ds}
+        secrets = store_secrets(manifest)
         launches, rows = [], []
         for n in range(1, job.learners + 1):
             handle = str(workspace.learner_dir(job.attempt, n))
@@ -470,7 +477,7 @@ class LifecycleManager:
                 gang=gang,
                 devices=devices[n - 1],
             )
-            launches.append(LearnerLaunch(handle=handle, spec=spec, token=token))
+            launches.append(LearnerLaunch(handle=handle, spec=spec, token=token, secrets=secrets))
             rows.append(
                 Learner(
                     job_id=job.id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import sys
@@ -9,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from loom.domain.learner_env import MPI, Gang, framework_env, hostfile
-from loom.domain.manifest import DataStore, DataStoreType, Manifest
+from loom.domain.manifest import PUBLIC_CONNECTION_KEYS, DataStore, DataStoreType, Manifest
 
 LOCAL_TYPES = {DataStoreType.LOCAL, DataStoreType.MOUNT_VOLUME, DataStoreType.HOST_MOUNT}
+OBJECT_TYPES = {DataStoreType.S3_DATASTORE, DataStoreType.MOUNT_COS}
 
 
 class Workspace:
@@ -32,7 +34,7 @@ class Workspace:
         """FfDL's folders, per learner where FfDL had them per learner."""
         data = self.root / "data"
         for store in manifest.data_stores:
-            folder = _store_data_dir(store)
+            folder = self.store_data_dir(store)
             if folder is not None:
                 data = folder
                 break
@@ -44,6 +46,12 @@ class Workspace:
             "CHECKPOINT_DIR": str(self.root / "checkpoints"),
             "JOB_STATE_DIR": str(self.root),
         }
+
+    def store_data_dir(self, store: DataStore) -> Path | None:
+        """Where a store's training data is: its host folder, or a download folder."""
+        if store.type in OBJECT_TYPES:
+            return self.root / "data" / store.id if store.training_data else None
+        return _store_data_dir(store)
 
     def write_hostfile(self, gang: Gang) -> None:
         """Horovod's / Open MPI's hostfile, shared by the gang's learners."""
@@ -68,19 +76,39 @@ def _store_data_dir(store: DataStore) -> Path | None:
     return base / store.training_data.container
 
 
-def store_specs(manifest: Manifest, job_id: str) -> list[dict[str, Any]]:
+def store_specs(workspace: Workspace, manifest: Manifest, job_id: str) -> list[dict[str, Any]]:
     """What the wrapper needs to know of the data stores; no secret ever goes in here."""
     specs = []
     for store in manifest.data_stores:
         base = _store_path(store)
-        kind = "local" if base is not None else store.type.value
-        spec: dict[str, Any] = {"id": store.id, "type": kind}
+        spec: dict[str, Any] = {"id": store.id, "type": store.type.value}
         if base is not None:
+            spec["type"] = "local"
             spec["data_dir"] = str(_store_data_dir(store))
             if store.training_results is not None:
                 spec["results_dir"] = str(base / store.training_results.container / job_id)
+        elif store.type in OBJECT_TYPES:
+            spec.update(
+                type="s3",
+                endpoint=store.connection.get("auth_url") or store.connection.get("endpoint"),
+                region=store.connection.get("region"),
+            )
+            if store.training_data is not None:
+                spec["bucket"] = store.training_data.container
+                spec["download_dir"] = str(workspace.store_data_dir(store))
+            if store.training_results is not None:
+                spec["results_bucket"] = store.training_results.container
         specs.append(spec)
     return specs
+
+
+def store_secrets(manifest: Manifest) -> dict[str, dict[str, str]]:
+    """Each store's credentials, for the wrapper's standard input and nothing else."""
+    return {
+        store.id: {k: v for k, v in store.connection.items() if k not in PUBLIC_CONNECTION_KEYS}
+        for store in manifest.data_stores
+        if store.secrets
+    }
 
 
 def free_port() -> int:
@@ -126,6 +154,10 @@ def learner_spec(
             parameter_servers=int(options.get("parameter_servers", 0)),
         ),
     }
+    for store in manifest.data_stores:
+        store_dir = workspace.store_data_dir(store)
+        if store_dir is not None:
+            env[f"DATA_DIR_{re.sub(r'[^A-Za-z0-9]', '_', store.id).upper()}"] = str(store_dir)
     if manifest.framework.name.lower() in MPI:
         env["HOROVOD_HOSTFILE"] = env["OMPI_HOSTFILE"] = str(workspace.root / "hostfile")
     return {
@@ -136,7 +168,7 @@ def learner_spec(
         "code_zip": str(code_zip),
         "dirs": workspace.dirs(learner, manifest),
         "env": env,
-        "data_stores": store_specs(manifest, job_id),
+        "data_stores": store_specs(workspace, manifest, job_id),
         "metrics": (
             manifest.evaluation_metrics.model_dump(mode="json", by_alias=True, exclude_none=True)
             if manifest.evaluation_metrics is not None
