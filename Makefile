@@ -16,7 +16,7 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[torch,s3,dev]'
+	$(PIP) install -e '.[torch,s3,onnx,dev]'
 	touch $@ $(VENV)/.demo-installed
 
 demo: $(VENV)/.demo-installed

@@ -123,7 +123,8 @@ def main() -> None:
         results = Path(os.environ.get("RESULT_DIR", "results")) / "model"
         results.mkdir(parents=True, exist_ok=True)
         torch.save(model.state_dict(), results / "digits_cnn.pt")
-        (results / "metrics.txt").write_text(f"test_accuracy={test_acc:.4f}\n")
+        # TorchScript and ONNX with their signature: registered as a model version by Loom.
+        tracking.save_model(model, x_test[:1], input_names=("image",), output_names=("logits",))
         print(f"test accuracy: {test_acc:.4f}")
         print(f"model saved to {results}")
     if world > 1:

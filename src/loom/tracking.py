@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 EMETRICS_FILE = "evaluation-metrics.txt"
 
@@ -93,3 +93,53 @@ def _finite(value: float) -> bool:
 
 def _short(value: float) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def save_model(
+    model: Any,
+    example_input: Any,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    input_names: tuple[str, ...] = ("input",),
+    output_names: tuple[str, ...] = ("output",),
+) -> Path:
+    """Save a PyTorch model as TorchScript (`model.pt`) and ONNX (`model.onnx`), with a
+    `signature.json` of input and output names, shapes (batch first, variable) and types.
+
+    Under Loom it goes to `$RESULT_DIR/model/`, where the platform registers it as a new version
+    of the job's model when the job completes; elsewhere to `directory` or `./model`.
+    """
+    import warnings
+
+    import torch
+
+    target = Path(directory or Path(os.environ.get("RESULT_DIR", ".")) / "model")
+    target.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TorchScript's and the exporter's deprecation notes
+        output = model(example_input)
+        traced = torch.jit.trace(model, example_input)  # type: ignore[no-untyped-call]
+        traced.save(str(target / "model.pt"))
+        axes = {name: {0: "batch"} for name in (*input_names, *output_names)}
+        torch.onnx.export(
+            model,
+            (example_input,),
+            str(target / "model.onnx"),
+            input_names=list(input_names),
+            output_names=list(output_names),
+            dynamic_axes=axes,
+            dynamo=False,
+        )
+    signature = {
+        "inputs": [_tensor_spec(n, example_input) for n in input_names],
+        "outputs": [_tensor_spec(n, output) for n in output_names],
+        "files": {"torchscript": "model.pt", "onnx": "model.onnx"},
+    }
+    (target / "signature.json").write_text(json.dumps(signature, indent=2))
+    return target
+
+
+def _tensor_spec(name: str, tensor: Any) -> dict[str, Any]:
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    return {"name": name, "shape": [-1, *list(tensor.shape[1:])], "datatype": dtype}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from loom.launchers.base import Launcher
 from loom.lifecycle.manager import LifecycleManager
+from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import users as user_rows
@@ -24,6 +25,7 @@ class Platform:
     db: Database
     artifacts: ArtifactStore
     tds: TrainingData
+    registry: ModelRegistry
     lifecycle: LifecycleManager
 
     @property
@@ -53,8 +55,11 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     bootstrap_admin(db, settings)
     artifacts = ArtifactStore(settings.artifacts_dir)
     tds = TrainingData(db, JobSignals())
-    lifecycle = LifecycleManager(settings, db, launcher or make_launcher(settings), artifacts, tds)
-    return Platform(settings, db, artifacts, tds, lifecycle)
+    registry = ModelRegistry(db, artifacts)
+    lifecycle = LifecycleManager(
+        settings, db, launcher or make_launcher(settings), artifacts, tds, registry
+    )
+    return Platform(settings, db, artifacts, tds, registry, lifecycle)
 
 
 def bootstrap_admin(db: Database, settings: Settings) -> None:

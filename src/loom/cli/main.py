@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from loom.cli import jobs, users
+from loom.cli import jobs, models, users
 from loom.cli.metrics import metrics
 from loom.cli.server import server
 
@@ -17,6 +17,7 @@ app.command()(server)
 jobs.register(app)
 app.command()(metrics)
 app.add_typer(users.app, name="users")
+app.add_typer(models.app, name="models")
 
 
 def main() -> None:

@@ -236,6 +236,50 @@ class LoomClient:
         response = self._request("POST", f"/v1/jobs/{job_id}/metrics", json=body)
         return int(response.json()["accepted"])
 
+    # -- models ----------------------------------------------------------------------------
+    def models(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._request("GET", "/v1/models").json()["models"]
+        return result
+
+    def model(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/models/{name}").json()
+        return result
+
+    def model_version(self, name: str, ref: str = "latest") -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/models/{name}/versions/{ref}").json()
+        return result
+
+    def best_model(self, name: str, metric: str, mode: str = "max") -> dict[str, Any]:
+        params = {"metric": metric, "mode": mode}
+        result: dict[str, Any] = self._request(
+            "GET", f"/v1/models/{name}/best", params=params
+        ).json()
+        return result
+
+    def set_alias(self, name: str, alias: str, version: int | str) -> dict[str, Any]:
+        body = {"version": version}
+        result: dict[str, Any] = self._request(
+            "PUT", f"/v1/models/{name}/aliases/{alias}", json=body
+        ).json()
+        return result
+
+    def download_model(self, name: str, ref: str, target: Path, file: str | None = None) -> Path:
+        """Save a version's files as a zip, or one of its files (`file="model.onnx"`)."""
+        params = {"file": file} if file else {}
+        path = f"/v1/models/{name}/versions/{ref}/download"
+        with self._http.stream("GET", path, params=params) as response:
+            if not response.is_success:
+                response.read()
+                _raise_for(response)
+            with target.open("wb") as out:
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+        return target
+
+    def delete_model(self, name: str, ref: str | None = None) -> None:
+        path = f"/v1/models/{name}" + (f"/versions/{ref}" if ref else "")
+        self._request("DELETE", path)
+
     # -- users -----------------------------------------------------------------------------
     def add_user(self, name: str, *, admin: bool = False) -> dict[str, Any]:
         body = {"name": name, "admin": admin}

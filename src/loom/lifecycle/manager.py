@@ -36,6 +36,7 @@ from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
 from loom.lifecycle.admission import holdings, quotas
 from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
 from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
+from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
@@ -61,12 +62,14 @@ class LifecycleManager:
         launcher: Launcher,
         artifacts: ArtifactStore,
         tds: TrainingData,
+        registry: ModelRegistry | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
         self.launcher = launcher
         self.artifacts = artifacts
         self.tds = tds
+        self.registry = registry
         self.signals = tds.signals
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -225,16 +228,42 @@ class LifecycleManager:
     @contextmanager
     def _session(self) -> Iterator[Session]:
         """A transaction; followers of the jobs it changed are woken once it has committed."""
-        outer = getattr(self._local, "changed", None)
+        outer = getattr(self._local, "changed", None), getattr(self._local, "completed", None)
         changed: set[str] = set()
-        self._local.changed = changed
+        completed: list[str] = []
+        self._local.changed, self._local.completed = changed, completed
         try:
             with self.db.session() as session:
                 yield session
         finally:
-            self._local.changed = outer
+            self._local.changed, self._local.completed = outer
+        for job_id in completed:
+            self._register(job_id)
         for job_id in changed:
             self.signals.notify(job_id)
+
+    def _register(self, job_id: str) -> None:
+        """A completed job's model becomes a new version in the registry (after the commit:
+        the registry writes in its own transaction)."""
+        if self.registry is None:
+            return
+        try:
+            with self.db.session() as session:
+                job = job_rows.get_job(session, job_id)
+            if job is None:
+                return
+            results = Workspace(self.settings.jobs_dir, job.id).results
+            metrics = self.tds.metrics.final(job.id)
+            version = self.registry.register(job, json.loads(job.manifest), results, metrics)
+            if version is not None:
+                with self.db.session() as session:
+                    stored = job_rows.get_job(session, job_id)
+                    if stored is not None:
+                        stored.status_message = (
+                            f"all learners completed; registered model version {version.version}"
+                        )
+        except Exception:  # a registry failure must not stop the lifecycle
+            log.exception("registering the model of job %s failed", job_id)
 
     def _job(self, session: Session, job_id: str) -> Job:
         job = job_rows.get_job(session, job_id, lock=True)
@@ -343,7 +372,8 @@ class LifecycleManager:
             JobState.HALTED: "halted by request",
             JobState.COMPLETED: "all learners completed",
         }
-        self._transition(session, job, new, messages.get(new, ""))
+        if self._transition(session, job, new, messages.get(new, "")) and new == JobState.COMPLETED:
+            self._local.completed.append(job.id)
 
     def _gang_failed(self, session: Session, job: Job, learners: list[Learner]) -> None:
         """One learner failed: stop the others within seconds (none may hang in an

@@ -33,6 +33,21 @@ class ArtifactStore:
             os.replace(tmp, path)
         return digest
 
+    def put_file(self, source: Path) -> str:
+        """Store a file by its digest, streaming it; returns the digest."""
+        hasher = hashlib.sha256()
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.root)
+        with os.fdopen(fd, "wb") as out, source.open("rb") as data:
+            while chunk := data.read(2**20):
+                hasher.update(chunk)
+                out.write(chunk)
+        digest = "sha256:" + hasher.hexdigest()
+        path = self._path(digest)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, path)
+        return digest
+
     def path(self, digest: str) -> Path:
         path = self._path(digest)
         if not path.exists():

@@ -150,3 +150,46 @@ class MetricPoint(Base):
     step: Mapped[int | None] = mapped_column(BigInteger)
     etimes: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     values: Mapped[dict[str, float]] = mapped_column(JSON)
+
+
+class Model(Base):
+    """A registered model: a name, unique per owner, whose versions come from jobs."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ModelVersion(Base):
+    """One trained model with its provenance; its files live in the artifact store by digest."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model_id", "version"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[str] = mapped_column(String(40), index=True)
+    code_digest: Mapped[str] = mapped_column(String(80))
+    framework: Mapped[str] = mapped_column(String(100))
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
+    data_stores: Mapped[list[str]] = mapped_column(JSON)
+    metrics: Mapped[dict[str, float]] = mapped_column(JSON)
+    files: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ModelAlias(Base):
+    """A name for one version of a model, such as `production`."""
+
+    __tablename__ = "model_aliases"
+
+    model_id: Mapped[str] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    alias: Mapped[str] = mapped_column(String(100), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)

@@ -197,6 +197,16 @@ class MetricService:
                 line["values"].append(value)
         return out
 
+    def final(self, job_id: str) -> dict[str, float]:
+        """The last value of every metric, as `{"group/name": value}`: a model's scorecard."""
+        latest: dict[str, float] = {}
+        for group, names in self.series(job_id, MetricQuery()).items():
+            for name, line in names.items():
+                values = [v for v in line["values"] if v is not None]
+                if values:
+                    latest[f"{group}/{name}"] = values[-1]
+        return latest
+
     def last_id(self, job_id: str) -> int:
         with self.db.session() as session:
             return metric_rows.last_id(session, job_id)

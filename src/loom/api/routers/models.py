@@ -1,0 +1,137 @@
+"""`/v1/models`: registered models, their versions with provenance, aliases, downloads, and the
+best version by a final metric."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import FileResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.background import BackgroundTask
+
+from loom.api.auth import PlatformDep, UserDep
+from loom.api.schemas import iso
+from loom.registry.models import ModelSummary
+from loom.store.tables import ModelVersion
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class AliasIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int | str
+
+
+def summary_json(found: ModelSummary) -> dict[str, Any]:
+    return {
+        "name": found.model.name,
+        "versions": found.versions,
+        "latest_version": found.latest,
+        "aliases": found.aliases,
+        "created_at": iso(found.model.created_at),
+    }
+
+
+def version_json(version: ModelVersion, name: str, aliases: dict[str, int]) -> dict[str, Any]:
+    return {
+        "model": name,
+        "version": version.version,
+        "aliases": sorted(a for a, v in aliases.items() if v == version.version),
+        "created_at": iso(version.created_at),
+        "provenance": {
+            "job_id": version.job_id,
+            "code_digest": version.code_digest,
+            "framework": version.framework,
+            "data_stores": version.data_stores,
+            "manifest": version.manifest,
+        },
+        "metrics": version.metrics,
+        "files": version.files,
+    }
+
+
+@router.get("")
+def list_models(loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    return {"models": [summary_json(m) for m in loom.registry.models(user.id)]}
+
+
+@router.get("/{name}")
+def show_model(name: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    found = loom.registry.summary(user.id, name)
+    versions = loom.registry.versions(user.id, name)
+    return {
+        **summary_json(found),
+        "version_list": [version_json(v, name, found.aliases) for v in versions],
+    }
+
+
+@router.get("/{name}/best")
+def best(
+    name: str,
+    loom: PlatformDep,
+    user: UserDep,
+    metric: Annotated[str, Query(min_length=1, max_length=200)],
+    mode: str = "max",
+) -> dict[str, Any]:
+    """The version with the best final `metric` (`test/accuracy`, or just `accuracy`)."""
+    version = loom.registry.best(user.id, name, metric, mode)
+    return version_json(version, name, loom.registry.summary(user.id, name).aliases)
+
+
+@router.get("/{name}/versions/{ref}")
+def show_version(name: str, ref: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    """A version by number, alias or `latest`."""
+    version = loom.registry.version(user.id, name, ref)
+    return version_json(version, name, loom.registry.summary(user.id, name).aliases)
+
+
+@router.get("/{name}/versions/{ref}/download")
+def download(
+    name: str, ref: str, loom: PlatformDep, user: UserDep, file: str | None = None
+) -> FileResponse:
+    """One file of the version (`?file=model.onnx`), or all of them as a zip."""
+    version = loom.registry.version(user.id, name, ref)
+    if file is not None:
+        path = loom.registry.file(version, file)
+        return FileResponse(path, filename=os.path.basename(file))
+    fd, target = tempfile.mkstemp(suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for entry in version.files:
+            archive.write(loom.artifacts.path(entry["digest"]), entry["path"])
+    return FileResponse(
+        target,
+        media_type="application/zip",
+        filename=f"{name}-v{version.version}.zip",
+        background=BackgroundTask(os.unlink, target),
+    )
+
+
+@router.put("/{name}/aliases/{alias}")
+def set_alias(
+    name: str, alias: str, body: AliasIn, loom: PlatformDep, user: UserDep
+) -> dict[str, Any]:
+    """Point an alias (e.g. `production`) at a version."""
+    version = loom.registry.set_alias(user.id, name, alias, str(body.version))
+    return version_json(version, name, loom.registry.summary(user.id, name).aliases)
+
+
+@router.delete("/{name}/aliases/{alias}", status_code=204)
+def delete_alias(name: str, alias: str, loom: PlatformDep, user: UserDep) -> None:
+    loom.registry.delete_alias(user.id, name, alias)
+
+
+@router.delete("/{name}/versions/{ref}", status_code=204)
+def delete_version(name: str, ref: str, loom: PlatformDep, user: UserDep) -> None:
+    loom.registry.delete(user.id, name, ref)
+
+
+@router.delete("/{name}", status_code=204)
+def delete_model(name: str, loom: PlatformDep, user: UserDep) -> None:
+    loom.registry.delete(user.id, name)

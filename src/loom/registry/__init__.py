@@ -1,0 +1,1 @@
+"""The model registry: trained models as versions with provenance, files in the artifact store."""
