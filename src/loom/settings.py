@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,6 +23,12 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, description="default: SQLite under home")
     admin_token: SecretStr | None = None
     launcher: Literal["local", "fake"] = "local"
+    artifact_url: str | None = Field(
+        default=None, description="fsspec URL of the artifact store, e.g. s3://bucket/loom"
+    )
+    artifact_options: dict[str, Any] = Field(
+        default_factory=dict, description="fsspec options (JSON), e.g. endpoint_url, key, secret"
+    )
 
     cpus: float | None = Field(default=None, description="capacity override; default: all cores")
     memory: str | None = Field(default=None, description="capacity override, e.g. 16GiB")

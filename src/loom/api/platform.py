@@ -53,7 +53,9 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     db = Database(settings.db_url)
     migrate(db.engine)
     bootstrap_admin(db, settings)
-    artifacts = ArtifactStore(settings.artifacts_dir)
+    artifacts = ArtifactStore(
+        settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
+    )
     tds = TrainingData(db, JobSignals())
     registry = ModelRegistry(db, artifacts)
     lifecycle = LifecycleManager(
