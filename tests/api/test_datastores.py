@@ -130,3 +130,20 @@ def test_store_down_during_storing_is_retried(server: Server, s3: Any) -> None:
     assert job["state"] == "COMPLETED", job
     body = s3.client().get_object(Bucket=results, Key=f"{job_id}/out.txt")["Body"].read()
     assert body == b"kept\n"
+
+
+def test_unreachable_store_fails_after_retrying(tmp_path: Any) -> None:
+    """A store that cannot be reached is retried, then fails the job with S302 saying so."""
+    from tests.conftest import free_port
+
+    srv = Server(tmp_path / "home", LOOM_LEARNER_RETRY_S="3").start()
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    text = manifest("true") + store_yaml(endpoint, "key", "secret-value", "data", "results")
+    try:
+        with srv.client() as loom:
+            job = wait_for_state(loom, loom.submit(text, make_zip({"a": ""})), FINAL, timeout=60)
+    finally:
+        srv.stop()
+    assert (job["state"], job["error_code"]) == ("FAILED", "S302")
+    assert "cannot reach" in job["status_message"]
+    assert "secret-value" not in json.dumps(job)

@@ -175,8 +175,9 @@ def test_definition_and_delete(server: Server, tmp_path: Path) -> None:
 def test_unsupported_data_store_fails_at_downloading(server: Server) -> None:
     """A store the platform cannot use yet fails the job with S302 naming the store."""
     stores = (
-        "\ndata_stores:\n  - id: my-cos\n    type: mount_cos\n    training_data: {container: d}\n"
-        "    connection: {auth_url: 'http://cos.example', user_name: u, password: hunter2}\n"
+        "\ndata_stores:\n  - id: my-cos\n    type: swift_datastore\n"
+        "    training_data: {container: d}\n"
+        "    connection: {auth_url: 'http://swift.example', user_name: u, password: hunter2}\n"
     )
     with server.client() as client:
         job_id = client.submit(manifest("true") + stores, make_zip({"a": ""}))

@@ -114,7 +114,7 @@ class Learner:
                 self.secrets.get(store["id"], {}),
                 Path(store["download_dir"]),
                 progress,
-                deadline_s=min(self.retry_s, 120.0),
+                deadline_s=min(self.retry_s, 60.0),
             )
         except datastores.StoreError as exc:
             raise StepFailed(LOAD_DATA, exc.message) from exc
