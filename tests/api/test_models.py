@@ -51,6 +51,7 @@ def test_two_runs_two_versions_best_and_onnx_matches_torchscript(
             provenance = version["provenance"]
             assert provenance["code_digest"].startswith("sha256:")
             assert provenance["framework"] == "pytorch"
+            assert provenance["user"] == "admin"
             assert provenance["manifest"]["name"] == "digits-cnn"
             assert "test/accuracy" in version["metrics"]
             assert {f["path"] for f in version["files"]} >= {"model.onnx", "model.pt",

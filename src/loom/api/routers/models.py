@@ -38,7 +38,9 @@ def summary_json(found: ModelSummary) -> dict[str, Any]:
     }
 
 
-def version_json(version: ModelVersion, name: str, aliases: dict[str, int]) -> dict[str, Any]:
+def version_json(
+    version: ModelVersion, name: str, aliases: dict[str, int], user: str
+) -> dict[str, Any]:
     return {
         "model": name,
         "version": version.version,
@@ -46,6 +48,7 @@ def version_json(version: ModelVersion, name: str, aliases: dict[str, int]) -> d
         "created_at": iso(version.created_at),
         "provenance": {
             "job_id": version.job_id,
+            "user": user,
             "code_digest": version.code_digest,
             "framework": version.framework,
             "data_stores": version.data_stores,
@@ -67,7 +70,7 @@ def show_model(name: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
     versions = loom.registry.versions(user.id, name)
     return {
         **summary_json(found),
-        "version_list": [version_json(v, name, found.aliases) for v in versions],
+        "version_list": [version_json(v, name, found.aliases, user.name) for v in versions],
     }
 
 
@@ -81,14 +84,14 @@ def best(
 ) -> dict[str, Any]:
     """The version with the best final `metric` (`test/accuracy`, or just `accuracy`)."""
     version = loom.registry.best(user.id, name, metric, mode)
-    return version_json(version, name, loom.registry.summary(user.id, name).aliases)
+    return version_json(version, name, loom.registry.summary(user.id, name).aliases, user.name)
 
 
 @router.get("/{name}/versions/{ref}")
 def show_version(name: str, ref: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
     """A version by number, alias or `latest`."""
     version = loom.registry.version(user.id, name, ref)
-    return version_json(version, name, loom.registry.summary(user.id, name).aliases)
+    return version_json(version, name, loom.registry.summary(user.id, name).aliases, user.name)
 
 
 @router.get("/{name}/versions/{ref}/download")
@@ -119,7 +122,7 @@ def set_alias(
 ) -> dict[str, Any]:
     """Point an alias (e.g. `production`) at a version."""
     version = loom.registry.set_alias(user.id, name, alias, str(body.version))
-    return version_json(version, name, loom.registry.summary(user.id, name).aliases)
+    return version_json(version, name, loom.registry.summary(user.id, name).aliases, user.name)
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204)
