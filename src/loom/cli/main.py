@@ -6,7 +6,7 @@ import typer
 
 from loom.cli import jobs, models, users
 from loom.cli.metrics import metrics
-from loom.cli.server import server
+from loom.cli.server import serve, server
 
 app = typer.Typer(
     help="Loom: submit, run and follow deep-learning training jobs.",
@@ -14,6 +14,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command()(server)
+app.command()(serve)
 jobs.register(app)
 app.command()(metrics)
 app.add_typer(users.app, name="users")

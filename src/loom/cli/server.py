@@ -25,3 +25,17 @@ def server(
         argv += ["--port", str(port)]
     sys.stdout.flush()
     os.execv(sys.executable, argv)
+
+
+def serve(
+    path: Annotated[str, typer.Argument(help="model.onnx, model.pt, or a folder with one")],
+    name: Annotated[str | None, typer.Option(help="the model's name")] = None,
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
+    port: Annotated[int, typer.Option()] = 8080,
+) -> None:
+    """Serve a model file over the V2 (Open Inference) and V1 protocols, without the platform."""
+    argv = [sys.executable, "-m", "loom.serving", path, "--host", host, "--port", str(port)]
+    if name:
+        argv += ["--name", name]
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)

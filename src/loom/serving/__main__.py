@@ -1,0 +1,33 @@
+"""`python -m loom.serving PATH [--name N] [--port P]`: serve a model file (or a model folder)
+over the V2 and V1 REST protocols, without the platform; what `loom serve` runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import uvicorn
+
+from loom.serving.dataplane import DataPlane
+from loom.serving.rest import build_app
+from loom.serving.runtimes import load
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="loom serve")
+    parser.add_argument("path", type=Path, help="model.onnx, model.pt, or a folder with one")
+    parser.add_argument("--name", help="the model's name (default: the file's folder)")
+    parser.add_argument("--version", default="1")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    args = parser.parse_args()
+    path = args.path.resolve()
+    name = args.name or (path.name if path.is_dir() else path.parent.name) or "model"
+    plane = DataPlane()
+    plane.add(name, args.version, load(path))
+    print(f"serving {name!r} from {path} at http://{args.host}:{args.port}/v2", flush=True)
+    uvicorn.run(build_app(plane), host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

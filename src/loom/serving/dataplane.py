@@ -1,0 +1,158 @@
+"""The transport-neutral data plane: the models this server holds, their metadata and
+readiness, and inference requests checked against each model's signature.
+
+The REST adapters (V2 and V1) only translate HTTP to these calls and their errors to statuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import loom
+from loom.serving.runtimes import Runtime, TensorSpec
+from loom.serving.tensors import DATATYPES, TensorError, to_array, to_json
+
+
+class InferenceError(Exception):
+    """A request that cannot be served; `status` is the HTTP status the adapters answer."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass
+class ServedModel:
+    name: str
+    version: str
+    runtime: Runtime
+
+
+class DataPlane:
+    def __init__(self) -> None:
+        self.models: dict[str, ServedModel] = {}
+
+    def add(self, name: str, version: str, runtime: Runtime) -> None:
+        self.models[name] = ServedModel(name, version, runtime)
+
+    def model(self, name: str, version: str | None = None) -> ServedModel:
+        found = self.models.get(name)
+        if found is None:
+            raise InferenceError(f"unknown model {name!r}", 404)
+        if version is not None and version != found.version:
+            raise InferenceError(f"model {name!r} has no version {version!r}", 404)
+        return found
+
+    # -- health and metadata -----------------------------------------------------------------
+    @staticmethod
+    def server_metadata() -> dict[str, Any]:
+        return {"name": "loom", "version": loom.__version__, "extensions": []}
+
+    def model_metadata(self, name: str, version: str | None = None) -> dict[str, Any]:
+        served = self.model(name, version)
+        return {
+            "name": served.name,
+            "versions": [served.version],
+            "platform": served.runtime.platform,
+            "inputs": [spec.json() for spec in served.runtime.inputs],
+            "outputs": [spec.json() for spec in served.runtime.outputs],
+        }
+
+    # -- inference ---------------------------------------------------------------------------
+    def decode(self, served: ServedModel, request: Any) -> dict[str, np.ndarray[Any, Any]]:
+        """A V2 request's inputs as arrays, checked against the model's inputs."""
+        if not isinstance(request, dict) or not isinstance(request.get("inputs"), list):
+            raise InferenceError("the request needs `inputs`: a list of tensors")
+        specs = {spec.name: spec for spec in served.runtime.inputs}
+        arrays = {}
+        for tensor in request["inputs"]:
+            if not isinstance(tensor, dict):
+                raise InferenceError(f"each input is an object, got {tensor!r}"[:200])
+            name = str(tensor.get("name"))
+            if name not in specs:
+                raise InferenceError(
+                    f"model {served.name!r} has no input {name!r}; its inputs: {', '.join(specs)}"
+                )
+            for key in ("shape", "datatype", "data"):
+                if key not in tensor:
+                    raise InferenceError(f"input {name!r} has no `{key}`")
+            try:
+                array = to_array(name, str(tensor["datatype"]), tensor["shape"], tensor["data"])
+            except TensorError as exc:
+                raise InferenceError(str(exc)) from exc
+            check(specs[name], array, str(tensor["datatype"]))
+            arrays[name] = array
+        missing = [name for name in specs if name not in arrays]
+        if missing:
+            raise InferenceError(f"model {served.name!r} needs inputs {', '.join(missing)}")
+        return arrays
+
+    def run(
+        self, served: ServedModel, inputs: dict[str, np.ndarray[Any, Any]]
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        try:
+            return served.runtime.infer(inputs)
+        except Exception as exc:  # the runtime's error: the request's fault, said plainly
+            raise InferenceError(f"model {served.name!r} could not run the request: {exc}") from exc
+
+    def infer(self, name: str, version: str | None, request: Any) -> dict[str, Any]:
+        """A V2 inference request, answered in the V2 response form."""
+        served = self.model(name, version)
+        outputs = self.run(served, self.decode(served, request))
+        wanted = [str(o.get("name")) for o in request.get("outputs") or [] if isinstance(o, dict)]
+        unknown = [w for w in wanted if w not in outputs]
+        if unknown:
+            raise InferenceError(f"model {name!r} has no output {unknown[0]!r}")
+        names = wanted or list(outputs)
+        response: dict[str, Any] = {
+            "model_name": served.name,
+            "model_version": served.version,
+            "outputs": [to_json(n, outputs[n]) for n in names],
+        }
+        if "id" in request:
+            response["id"] = request["id"]
+        if isinstance(request.get("parameters"), dict):
+            response["parameters"] = {}
+        return response
+
+    def predict(self, name: str, version: str | None, body: Any) -> dict[str, Any]:
+        """The V1 protocol: `{"instances": [...]}` → `{"predictions": [...]}` for a model with
+        one input; each instance is one sample."""
+        served = self.model(name, version)
+        if not isinstance(body, dict) or not isinstance(body.get("instances"), list):
+            raise InferenceError('the request needs `instances`: {"instances": [...]}')
+        if len(served.runtime.inputs) != 1:
+            raise InferenceError(f"model {name!r} has several inputs; use the V2 protocol")
+        spec = served.runtime.inputs[0]
+        try:
+            batch = np.asarray(body["instances"], dtype=_numpy(spec.datatype))
+        except (TypeError, ValueError) as exc:
+            raise InferenceError(f"instances are not {spec.datatype}: {exc}") from exc
+        check(spec, batch, spec.datatype)
+        outputs = self.run(served, {spec.name: batch})
+        first = outputs[served.runtime.outputs[0].name]
+        return {"predictions": first.tolist()}
+
+
+def _numpy(datatype: str) -> Any:
+    return DATATYPES[datatype]
+
+
+def check(spec: TensorSpec, array: np.ndarray[Any, Any], datatype: str) -> None:
+    """The input's datatype and shape against the model's: a clear 400 rather than a crash."""
+    if datatype != spec.datatype:
+        raise InferenceError(
+            f"input {spec.name!r} has datatype {datatype}, the model expects {spec.datatype}"
+        )
+    if spec.shape and (
+        len(array.shape) != len(spec.shape)
+        or any(want not in (-1, got) for want, got in zip(spec.shape, array.shape, strict=True))
+    ):
+        raise InferenceError(
+            f"input {spec.name!r} has shape {list(array.shape)}, the model expects "
+            f"{spec.shape} (-1: any size)"
+        )

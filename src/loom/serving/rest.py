@@ -1,0 +1,110 @@
+"""The REST adapters over the data plane: the V2 / Open Inference Protocol, exactly, and V1.
+
+Bodies are parsed whatever their Content-Type (some V2 clients send none); errors are
+`{"error": message}`, the form V2 clients expect, with 400 or 404 — never a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from loom.serving.dataplane import DataPlane, InferenceError
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status, media_type="application/json")
+
+
+def _error(message: str, status: int) -> Response:
+    return _json({"error": message}, status)
+
+
+async def _body(request: Request) -> Any:
+    if "inference-header-content-length" in request.headers:
+        raise InferenceError(
+            "the binary tensor extension is not supported; send the tensors as JSON"
+        )
+    raw = await request.body()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InferenceError(f"the body is not valid JSON: {exc}") from exc
+
+
+Handler = Callable[[Request, dict[str, str]], Awaitable[Response]]
+
+
+def build_app(plane: DataPlane) -> Starlette:
+    def handle(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request, request.path_params)
+            except InferenceError as exc:
+                return _error(exc.message, exc.status)
+
+        return endpoint
+
+    async def live(_r: Request, _p: dict[str, str]) -> Response:
+        return _json({"live": True})
+
+    async def ready(_r: Request, _p: dict[str, str]) -> Response:
+        return _json({"ready": bool(plane.models)})
+
+    async def server(_r: Request, _p: dict[str, str]) -> Response:
+        return _json(plane.server_metadata())
+
+    async def metadata(_r: Request, p: dict[str, str]) -> Response:
+        return _json(plane.model_metadata(p["model"], p.get("version")))
+
+    async def model_ready(_r: Request, p: dict[str, str]) -> Response:
+        served = plane.model(p["model"], p.get("version"))
+        return _json({"name": served.name, "ready": True})
+
+    async def infer(request: Request, p: dict[str, str]) -> Response:
+        body = await _body(request)
+        return _json(plane.infer(p["model"], p.get("version"), body))
+
+    async def v1_model(_r: Request, p: dict[str, str]) -> Response:
+        served = plane.model(p["model"])
+        return _json({"name": served.name, "ready": True})
+
+    async def v1_predict(request: Request, p: dict[str, str]) -> Response:
+        return _json(plane.predict(p["model"], None, await _body(request)))
+
+    routes = [
+        Route("/v2/health/live", handle(live)),
+        Route("/v2/health/ready", handle(ready)),
+        Route("/v2", handle(server)),
+        Route("/v2/models/{model}", handle(metadata)),
+        Route("/v2/models/{model}/versions/{version}", handle(metadata)),
+        Route("/v2/models/{model}/ready", handle(model_ready)),
+        Route("/v2/models/{model}/versions/{version}/ready", handle(model_ready)),
+        Route("/v2/models/{model}/infer", handle(infer), methods=["POST"]),
+        Route("/v2/models/{model}/versions/{version}/infer", handle(infer), methods=["POST"]),
+        Route("/v1/models/{model}:predict", handle(v1_predict), methods=["POST"]),
+        Route("/v1/models/{model}", handle(v1_model)),
+    ]
+
+    async def not_found(_r: Request, exc: Exception) -> Response:
+        return _error("no such endpoint", 404)
+
+    async def not_allowed(_r: Request, exc: Exception) -> Response:
+        return _error("method not allowed here", 405)
+
+    async def unexpected(_r: Request, exc: Exception) -> Response:
+        return _error(f"internal error: {type(exc).__name__}", 500)
+
+    return Starlette(
+        routes=routes,
+        exception_handlers={404: not_found, 405: not_allowed, Exception: unexpected},
+    )
+
+
+__all__ = ["build_app"]

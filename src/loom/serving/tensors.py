@@ -1,0 +1,82 @@
+"""The Open Inference Protocol's tensor datatypes and their NumPy counterparts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+DATATYPES: dict[str, Any] = {
+    "BOOL": np.bool_,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
+_BY_DTYPE = {np.dtype(v): k for k, v in DATATYPES.items()}
+
+# ONNX Runtime's and TorchScript's names for the same types.
+ONNX_TYPES = {
+    "tensor(bool)": "BOOL", "tensor(int8)": "INT8", "tensor(int16)": "INT16",
+    "tensor(int32)": "INT32", "tensor(int64)": "INT64", "tensor(uint8)": "UINT8",
+    "tensor(uint16)": "UINT16", "tensor(uint32)": "UINT32", "tensor(uint64)": "UINT64",
+    "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
+    "tensor(string)": "BYTES",
+}  # fmt: skip
+TORCH_TYPES = {
+    "bool": "BOOL", "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64",
+    "uint8": "UINT8", "float16": "FP16", "float32": "FP32", "float64": "FP64",
+}  # fmt: skip
+
+
+class TensorError(ValueError):
+    """A request tensor that cannot be read; the message names it and says why."""
+
+
+def datatype_of(array: np.ndarray[Any, Any]) -> str:
+    if array.dtype.kind in ("U", "S", "O"):
+        return "BYTES"
+    found = _BY_DTYPE.get(array.dtype)
+    if found is None:
+        raise TensorError(f"no V2 datatype for {array.dtype}")
+    return str(found)
+
+
+def to_array(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarray[Any, Any]:
+    """A request's tensor as an array of its declared type and shape."""
+    if datatype not in DATATYPES:
+        raise TensorError(f"input {name!r}: unknown datatype {datatype!r}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise TensorError(f"input {name!r}: shape must be a list of sizes, got {shape!r}")
+    try:
+        flat = np.asarray(data, dtype=DATATYPES[datatype]).reshape(-1)
+        if datatype == "BYTES":
+            flat = np.array([_text(x) for x in flat], dtype=object)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TensorError(f"input {name!r}: data is not {datatype}: {exc}") from exc
+    expected = int(np.prod(shape)) if shape else 1
+    if flat.size != expected:
+        raise TensorError(
+            f"input {name!r}: shape {shape} holds {expected} values, the data has {flat.size}"
+        )
+    return flat.reshape(shape)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def to_json(name: str, array: np.ndarray[Any, Any]) -> dict[str, Any]:
+    """An output tensor as the protocol's JSON: name, shape, datatype, flat data."""
+    datatype = datatype_of(array)
+    flat = array.reshape(-1)
+    data = [_text(x) for x in flat] if datatype == "BYTES" else flat.tolist()
+    return {"name": name, "shape": list(array.shape), "datatype": datatype, "data": data}

@@ -1,0 +1,206 @@
+"""The model server on loopback: V2 and V1 round trips for ONNX and TorchScript models, every
+V2 datatype, and bad requests answered with 400/404 and a message, never a 500."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+TYPES = {
+    "BOOL": ("BOOL", [True, False]), "INT8": ("INT8", [-3, 4]), "INT16": ("INT16", [-300, 4]),
+    "INT32": ("INT32", [-70000, 4]), "INT64": ("INT64", [-(2**40), 4]),
+    "UINT8": ("UINT8", [200, 4]), "UINT16": ("UINT16", [60000, 4]),
+    "UINT32": ("UINT32", [4_000_000_000, 4]), "UINT64": ("UINT64", [2**63, 4]),
+    "FP16": ("FP16", [0.5, -2.0]), "FP32": ("FP32", [0.25, -1.5]),
+    "FP64": ("FP64", [1e-300, 2.5]), "BYTES": ("BYTES", ["héllo", "world"]),
+}  # fmt: skip
+ONNX_ELEM = {
+    "BOOL": 9, "INT8": 3, "INT16": 5, "INT32": 6, "INT64": 7, "UINT8": 2, "UINT16": 4,
+    "UINT32": 12, "UINT64": 13, "FP16": 10, "FP32": 1, "FP64": 11, "BYTES": 8,
+}  # fmt: skip
+
+
+def identity_model(path: Path) -> None:
+    """An ONNX model with one Identity per datatype: `in_<TYPE>` → `out_<TYPE>`."""
+    from onnx import helper, save
+
+    nodes, inputs, outputs = [], [], []
+    for name, elem in ONNX_ELEM.items():
+        inputs.append(helper.make_tensor_value_info(f"in_{name}", elem, [None]))
+        outputs.append(helper.make_tensor_value_info(f"out_{name}", elem, [None]))
+        nodes.append(helper.make_node("Identity", [f"in_{name}"], [f"out_{name}"]))
+    graph = helper.make_graph(nodes, "identity", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    save(model, str(path))
+
+
+def digits_models(folder: Path) -> None:
+    """A small trained-shape CNN saved as TorchScript + ONNX with its signature."""
+    import torch
+
+    from loom import tracking
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Linear(4 * 8 * 8, 10),
+    )  # fmt: skip
+    tracking.save_model(net, torch.zeros(1, 1, 8, 8), directory=folder,
+                        input_names=("image",), output_names=("logits",))  # fmt: skip
+
+
+class ModelServer:
+    def __init__(self, path: Path, name: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "loom.serving", str(path), "--name", name,
+             "--port", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for _ in range(300):
+            try:
+                if httpx.get(f"{self.url}/v2/health/ready").json()["ready"]:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise RuntimeError("the model server did not start")
+
+    def stop(self) -> str:
+        self.process.terminate()
+        _, err = self.process.communicate(timeout=10)
+        return err.decode()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("models")
+    identity_model(folder / "identity.onnx")
+    digits_models(folder / "digits")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def identity(models: Path) -> Iterator[ModelServer]:
+    server = ModelServer(models / "identity.onnx", "identity")
+    yield server
+    assert "Traceback" not in server.stop()
+
+
+def test_health_and_metadata(identity: ModelServer) -> None:
+    """Health, server and model metadata as the protocol shapes them."""
+    assert httpx.get(f"{identity.url}/v2/health/live").json() == {"live": True}
+    assert httpx.get(f"{identity.url}/v2").json()["name"] == "loom"
+    meta = httpx.get(f"{identity.url}/v2/models/identity").json()
+    assert meta["platform"] == "onnxruntime_onnx"
+    assert {"name": "in_FP32", "datatype": "FP32", "shape": [-1]} in meta["inputs"]
+    assert httpx.get(f"{identity.url}/v2/models/identity/versions/1/ready").json()["ready"]
+
+
+def test_every_datatype_round_trips(identity: ModelServer) -> None:
+    """Every V2 datatype goes in and comes back out with its values, shape and type."""
+    request = {
+        "id": "r-1",
+        "inputs": [
+            {"name": f"in_{n}", "shape": [2], "datatype": t, "data": d}
+            for n, (t, d) in TYPES.items()
+        ],
+    }
+    answer = httpx.post(f"{identity.url}/v2/models/identity/infer", json=request).json()
+    assert answer["id"] == "r-1"
+    outputs = {o["name"]: o for o in answer["outputs"]}
+    for name, (datatype, data) in TYPES.items():
+        out = outputs[f"out_{name}"]
+        assert (out["datatype"], out["shape"]) == (datatype, [2])
+        assert out["data"] == data, name
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "words"),
+    [
+        ("/v2/models/nope/infer", {"inputs": []}, 404, "unknown model"),
+        ("/v2/models/identity/infer", b"{not json", 400, "not valid JSON"),
+        (
+            "/v2/models/identity/infer",
+            {"inputs": [{"name": "in_FP32", "shape": [3], "datatype": "FP32", "data": [1, 2]}]},
+            400,
+            "shape [3] holds 3 values",
+        ),
+        (
+            "/v2/models/identity/infer",
+            {"inputs": [{"name": "in_FP32", "shape": [2], "datatype": "INT32", "data": [1, 2]}]},
+            400,
+            "expects FP32",
+        ),
+        (
+            "/v2/models/identity/infer",
+            {"inputs": [{"name": "in_FP32", "shape": [2], "datatype": "FP32", "data": ["a", "b"]}]},
+            400,
+            "not FP32",
+        ),
+        (
+            "/v2/models/identity/infer",
+            {"inputs": [{"name": "bogus", "shape": [1], "datatype": "FP32", "data": [1]}]},
+            400,
+            "no input 'bogus'",
+        ),
+        ("/v2/models/identity/infer", {"nothing": 1}, 400, "needs `inputs`"),
+        ("/v2/models/identity/versions/9/infer", {"inputs": []}, 404, "no version"),
+    ],
+)
+def test_bad_requests(
+    identity: ModelServer, path: str, body: object, status: int, words: str
+) -> None:
+    """Each bad request gets its status and an `error` naming the problem."""
+    content = body if isinstance(body, bytes) else None
+    response = httpx.post(identity.url + path, content=content,
+                          json=None if content else body)  # fmt: skip
+    assert response.status_code == status
+    assert words in response.json()["error"]
+
+
+def test_binary_extension_is_refused_clearly(identity: ModelServer) -> None:
+    """A client asking for the binary tensor extension is told to send JSON."""
+    response = httpx.post(f"{identity.url}/v2/models/identity/infer", content=b"x",
+                          headers={"Inference-Header-Content-Length": "1"})  # fmt: skip
+    assert response.status_code == 400
+    assert "binary tensor" in response.json()["error"]
+
+
+@pytest.mark.parametrize("file", ["model.onnx", "model.pt"])
+def test_digits_model_v2_and_v1(models: Path, file: str) -> None:
+    """ONNX and TorchScript: V2 infer and V1 predict answer the model's own predictions."""
+    import torch
+
+    images = np.random.default_rng(0).random((3, 1, 8, 8), dtype=np.float32)
+    expected = torch.jit.load(str(models / "digits" / "model.pt"))(torch.from_numpy(images))
+    server = ModelServer(models / "digits" / file, "digits")
+    try:
+        v2 = httpx.post(f"{server.url}/v2/models/digits/infer", json={"inputs": [
+            {"name": "image", "shape": [3, 1, 8, 8], "datatype": "FP32",
+             "data": images.reshape(-1).tolist()}]}).json()  # fmt: skip
+        logits = np.asarray(v2["outputs"][0]["data"]).reshape(v2["outputs"][0]["shape"])
+        assert np.allclose(logits, expected.detach().numpy(), atol=1e-4)
+        v1 = httpx.post(f"{server.url}/v1/models/digits:predict",
+                        json={"instances": images.tolist()}).json()  # fmt: skip
+        assert np.allclose(np.asarray(v1["predictions"]), logits, atol=1e-4)
+        assert httpx.get(f"{server.url}/v1/models/digits").json() == {
+            "name": "digits", "ready": True}  # fmt: skip
+        wrong = httpx.post(f"{server.url}/v2/models/digits/infer", json={"inputs": [
+            {"name": "image", "shape": [1, 8, 8], "datatype": "FP32",
+             "data": [0.0] * 64}]})  # fmt: skip
+        assert wrong.status_code == 400 and "expects [-1, 1, 8, 8]" in wrong.json()["error"]
+    finally:
+        assert "Traceback" not in server.stop()
