@@ -20,11 +20,15 @@ def main() -> None:
     parser.add_argument("--version", default="1")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--batch-size", type=int, default=1, help="max samples per batch")
+    parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="max wait for a batch")
     args = parser.parse_args()
     path = args.path.resolve()
     name = args.name or (path.name if path.is_dir() else path.parent.name) or "model"
     plane = DataPlane()
-    plane.add(name, args.version, load(path))
+    plane.add(
+        name, args.version, load(path), max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
+    )
     print(f"serving {name!r} from {path} at http://{args.host}:{args.port}/v2", flush=True)
     uvicorn.run(build_app(plane), host=args.host, port=args.port, log_level="warning")
 

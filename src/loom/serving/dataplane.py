@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 import loom
+from loom.serving.batching import Batcher
 from loom.serving.runtimes import Runtime, TensorSpec
 from loom.serving.tensors import DATATYPES, TensorError, to_array, to_json
 
@@ -30,14 +31,32 @@ class ServedModel:
     name: str
     version: str
     runtime: Runtime
+    batcher: Batcher | None = None
 
 
 class DataPlane:
     def __init__(self) -> None:
         self.models: dict[str, ServedModel] = {}
+        self._calls: dict[str, int] = {}
 
-    def add(self, name: str, version: str, runtime: Runtime) -> None:
-        self.models[name] = ServedModel(name, version, runtime)
+    def add(
+        self,
+        name: str,
+        version: str,
+        runtime: Runtime,
+        *,
+        max_batch: int = 1,
+        max_wait_ms: float = 5,
+    ) -> None:
+        """Serve a model; with `max_batch` > 1, requests are batched when every input's first
+        dimension is the batch (shape -1)."""
+        batchable = all(spec.shape[:1] == [-1] for spec in runtime.inputs)
+        batcher = (
+            Batcher(runtime.infer, max_batch, max_wait_ms / 1000)
+            if max_batch > 1 and batchable
+            else None
+        )
+        self.models[name] = ServedModel(name, version, runtime, batcher)
 
     def model(self, name: str, version: str | None = None) -> ServedModel:
         found = self.models.get(name)
@@ -91,18 +110,33 @@ class DataPlane:
             raise InferenceError(f"model {served.name!r} needs inputs {', '.join(missing)}")
         return arrays
 
+    def calls(self, served: ServedModel) -> int:
+        return self._calls.get(served.name, 0)
+
     def run(
         self, served: ServedModel, inputs: dict[str, np.ndarray[Any, Any]]
     ) -> dict[str, np.ndarray[Any, Any]]:
+        self._calls[served.name] = self._calls.get(served.name, 0) + 1
         try:
             return served.runtime.infer(inputs)
         except Exception as exc:  # the runtime's error: the request's fault, said plainly
             raise InferenceError(f"model {served.name!r} could not run the request: {exc}") from exc
 
-    def infer(self, name: str, version: str | None, request: Any) -> dict[str, Any]:
+    async def execute(
+        self, served: ServedModel, inputs: dict[str, np.ndarray[Any, Any]]
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """Run now, or with whatever else arrives within the batching window."""
+        if served.batcher is None:
+            return self.run(served, inputs)
+        try:
+            return await served.batcher.submit(inputs)
+        except Exception as exc:
+            raise InferenceError(f"model {served.name!r} could not run the request: {exc}") from exc
+
+    async def infer(self, name: str, version: str | None, request: Any) -> dict[str, Any]:
         """A V2 inference request, answered in the V2 response form."""
         served = self.model(name, version)
-        outputs = self.run(served, self.decode(served, request))
+        outputs = await self.execute(served, self.decode(served, request))
         wanted = [str(o.get("name")) for o in request.get("outputs") or [] if isinstance(o, dict)]
         unknown = [w for w in wanted if w not in outputs]
         if unknown:
@@ -119,7 +153,7 @@ class DataPlane:
             response["parameters"] = {}
         return response
 
-    def predict(self, name: str, version: str | None, body: Any) -> dict[str, Any]:
+    async def predict(self, name: str, version: str | None, body: Any) -> dict[str, Any]:
         """The V1 protocol: `{"instances": [...]}` → `{"predictions": [...]}` for a model with
         one input; each instance is one sample."""
         served = self.model(name, version)
@@ -133,7 +167,7 @@ class DataPlane:
         except (TypeError, ValueError) as exc:
             raise InferenceError(f"instances are not {spec.datatype}: {exc}") from exc
         check(spec, batch, spec.datatype)
-        outputs = self.run(served, {spec.name: batch})
+        outputs = await self.execute(served, {spec.name: batch})
         first = outputs[served.runtime.outputs[0].name]
         return {"predictions": first.tolist()}
 

@@ -69,16 +69,20 @@ def build_app(plane: DataPlane) -> Starlette:
 
     async def infer(request: Request, p: dict[str, str]) -> Response:
         body = await _body(request)
-        return _json(plane.infer(p["model"], p.get("version"), body))
+        return _json(await plane.infer(p["model"], p.get("version"), body))
 
     async def v1_model(_r: Request, p: dict[str, str]) -> Response:
         served = plane.model(p["model"])
         return _json({"name": served.name, "ready": True})
 
     async def v1_predict(request: Request, p: dict[str, str]) -> Response:
-        return _json(plane.predict(p["model"], None, await _body(request)))
+        return _json(await plane.predict(p["model"], None, await _body(request)))
+
+    async def metrics(_r: Request, _p: dict[str, str]) -> Response:
+        return Response(prometheus(plane), media_type="text/plain; version=0.0.4")
 
     routes = [
+        Route("/metrics", handle(metrics)),
         Route("/v2/health/live", handle(live)),
         Route("/v2/health/ready", handle(ready)),
         Route("/v2", handle(server)),
@@ -108,3 +112,23 @@ def build_app(plane: DataPlane) -> Starlette:
 
 
 __all__ = ["build_app"]
+
+
+def prometheus(plane: DataPlane) -> str:
+    """Requests, batches and batch sizes per model, in Prometheus' text format."""
+    lines = [
+        "# TYPE loom_inference_requests_total counter",
+        "# TYPE loom_inference_batches_total counter",
+        "# TYPE loom_inference_batch_samples_total counter",
+    ]
+    for served in plane.models.values():
+        stats = served.batcher.stats if served.batcher else None
+        requests = stats.requests if stats else plane.calls(served)
+        batches = stats.batches if stats else plane.calls(served)
+        label = f'{{model="{served.name}"}}'
+        lines += [
+            f"loom_inference_requests_total{label} {requests}",
+            f"loom_inference_batches_total{label} {batches}",
+            f"loom_inference_batch_samples_total{label} {stats.samples if stats else 0}",
+        ]
+    return "\n".join(lines) + "\n"
