@@ -12,11 +12,12 @@ from loom.store import users as user_rows
 from loom.store.db import Database, migrate
 from loom.store.tables import Job
 from loom.tds.logs import LogQuery, LogService
+from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
 
-@pytest.fixture
-def service(tmp_path: Path) -> LogService:
+def database(tmp_path: Path) -> Database:
+    """A migrated SQLite database holding one user's job, `training-1`."""
     db = Database(f"sqlite:///{tmp_path / 'loom.db'}")
     migrate(db.engine)
     with db.session() as session:
@@ -28,7 +29,12 @@ def service(tmp_path: Path) -> LogService:
                 code_digest="x", learners=1, cpus=1, memory=1, gpus=0, submitted_at=0.0,
             ),
         )  # fmt: skip
-    return LogService(db, JobSignals())
+    return db
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> LogService:
+    return LogService(database(tmp_path), JobSignals())
 
 
 def lines(first: int, last: int) -> list[dict[str, object]]:
@@ -41,14 +47,14 @@ def texts(service: LogService, **query: int) -> list[str]:
 
 def test_resent_lines_are_stored_once(service: LogService) -> None:
     """A batch sent again after an outage, overlapping the last one, adds nothing twice."""
-    service.ingest("training-1", 1, 1, lines(1, 10))
-    service.ingest("training-1", 1, 1, lines(5, 15))
+    TrainingData(service.db, service.signals).ingest("training-1", 1, 1, lines(1, 10), [])
+    TrainingData(service.db, service.signals).ingest("training-1", 1, 1, lines(5, 15), [])
     assert texts(service, pagesize=100) == [f"line {i}" for i in range(1, 16)]
 
 
 def test_pages(service: LogService) -> None:
     """pos ≥ 1 starts at that line; negative pos pages back from the end."""
-    service.ingest("training-1", 1, 1, lines(1, 20))
+    TrainingData(service.db, service.signals).ingest("training-1", 1, 1, lines(1, 20), [])
     assert texts(service, pos=0, pagesize=2) == ["line 1", "line 2"]
     assert texts(service, pos=19, pagesize=5) == ["line 19", "line 20"]
     assert texts(service, pos=-1, pagesize=2) == ["line 19", "line 20"]
@@ -68,17 +74,7 @@ def test_out_of_range_point_is_refused_or_dropped(tmp_path: Path) -> None:
     from loom.tds.metrics import point_row
     from loom.tds.service import TrainingData
 
-    db = Database(f"sqlite:///{tmp_path / 'loom.db'}")
-    migrate(db.engine)
-    with db.session() as session:
-        user = user_rows.add_user(session, "ada")
-        job_rows.add_job(
-            session,
-            Job(
-                id="training-1", owner_id=user.id, name="t", state="QUEUED", manifest="{}",
-                code_digest="x", learners=1, cpus=1, memory=1, gpus=0, submitted_at=0.0,
-            ),
-        )  # fmt: skip
+    db = database(tmp_path)
     huge = {"seq": 1, "time": 1.0, "step": 2**64, "values": {"loss": 1.0}}
     with pytest.raises(InvalidInput):
         point_row("training-1", 1, 1, huge)

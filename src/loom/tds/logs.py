@@ -16,6 +16,14 @@ from loom.tds.signals import JobSignals
 MAX_TEXT = 64 * 1024
 
 
+def page_window(pos: int, pagesize: int) -> dict[str, Any]:
+    """FfDL's `pos` as an offset: from the start for pos ≥ 0 (1-based), from the end when
+    negative (-1: the last page; -N: the page that ends N-1 records earlier)."""
+    if pos < 0:
+        return {"offset": -pos - 1, "limit": pagesize, "from_end": True}
+    return {"offset": max(pos - 1, 0), "limit": pagesize, "from_end": False}
+
+
 @dataclass(frozen=True)
 class LogQuery:
     """FfDL's paging: `pos` ≥ 1 is the 1-based line to start at (0 = the first), a negative
@@ -66,36 +74,11 @@ class LogService:
             for line in lines
         ]
 
-    def ingest(
-        self, job_id: str, attempt: int, learner: int, lines: Sequence[dict[str, Any]]
-    ) -> int:
-        """Store a batch; lines already stored are skipped. Returns the number offered."""
-        rows = self.rows(job_id, attempt, learner, lines)
-        if rows:
-            with self.db.session() as session:
-                log_rows.insert_lines(session, rows)
-            self.signals.notify(job_id)
-        return len(rows)
-
     def query(self, job_id: str, query: LogQuery) -> list[LogLine]:
+        window = page_window(query.pos, query.pagesize)
         with self.db.session() as session:
-            if query.pos < 0:  # -1: the last page; -N: the page that ends N-1 lines earlier
-                return log_rows.read_lines(
-                    session,
-                    job_id,
-                    offset=-query.pos - 1,
-                    limit=query.pagesize,
-                    learner_id=query.learner,
-                    since=query.since,
-                    from_end=True,
-                )
             return log_rows.read_lines(
-                session,
-                job_id,
-                offset=max(query.pos - 1, 0),
-                limit=query.pagesize,
-                learner_id=query.learner,
-                since=query.since,
+                session, job_id, learner_id=query.learner, since=query.since, **window
             )
 
     def last_id(self, job_id: str) -> int:

@@ -14,6 +14,7 @@ from loom.store import metrics as metric_rows
 from loom.store.db import Database
 from loom.store.logs import Row
 from loom.store.tables import MetricPoint
+from loom.tds.logs import page_window
 from loom.tds.signals import JobSignals
 
 MAX_NAMES = 200
@@ -151,35 +152,10 @@ class MetricService:
                 continue
         return rows
 
-    def ingest(
-        self, job_id: str, attempt: int, learner: int, points: Sequence[dict[str, Any]]
-    ) -> int:
-        """Store a batch of points; points already stored are skipped."""
-        rows = self.rows(job_id, attempt, learner, points)
-        if rows:
-            with self.db.session() as session:
-                metric_rows.insert_points(session, rows)
-            self.signals.notify(job_id)
-        return len(rows)
-
     def query(self, job_id: str, query: MetricQuery) -> list[MetricPoint]:
+        window = page_window(query.pos, query.pagesize)
         with self.db.session() as session:
-            if query.pos < 0:
-                return metric_rows.read_points(
-                    session,
-                    job_id,
-                    offset=-query.pos - 1,
-                    limit=query.pagesize,
-                    from_end=True,
-                    **query.filters,
-                )
-            return metric_rows.read_points(
-                session,
-                job_id,
-                offset=max(query.pos - 1, 0),
-                limit=query.pagesize,
-                **query.filters,
-            )
+            return metric_rows.read_points(session, job_id, **window, **query.filters)
 
     def series(self, job_id: str, query: MetricQuery) -> dict[str, dict[str, dict[str, list[Any]]]]:
         """`{group: {name: {"steps": [...], "values": [...]}}}`, in arrival order (filter by
