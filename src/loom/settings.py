@@ -54,6 +54,15 @@ class Settings(BaseSettings):
         return self.home.expanduser().resolve()
 
     @property
+    def api_url(self) -> str:
+        """Where learners and the CLI reach the API: `public_url`, else this host and port
+        (loopback when the server listens on every address)."""
+        if self.public_url:
+            return self.public_url
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home_dir / 'loom.db'}"
 

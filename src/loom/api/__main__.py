@@ -27,8 +27,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     app = create_app(settings)
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    url = settings.public_url or f"http://{host}:{settings.port}"
+    url = settings.api_url
     settings.home_dir.mkdir(parents=True, exist_ok=True)
     write_private(settings.home_dir / "server.json", json.dumps({"url": url, "pid": os.getpid()}))
     print(f"Loom is running at {url} (state in {settings.home_dir})", flush=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rich.table import Table
@@ -71,7 +70,3 @@ def merge(series: Series, point: dict[str, Any]) -> None:
         line = series.setdefault(point["group"], {}).setdefault(name, {"steps": [], "values": []})
         line["steps"].append(step)
         line["values"].append(value)
-
-
-def finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)

@@ -129,9 +129,9 @@ class LoomClient:
     def delete(self, job_id: str) -> None:
         self._request("DELETE", f"/v1/jobs/{job_id}")
 
-    def download(self, job_id: str, what: str, target: Path) -> Path:
-        """Save the job's `definition` or `results` zip to `target`."""
-        with self._http.stream("GET", f"/v1/jobs/{job_id}/{what}") as response:
+    def _save(self, path: str, target: Path, params: dict[str, str] | None = None) -> Path:
+        """Stream a download to `target`, without holding it in memory."""
+        with self._http.stream("GET", path, params=params or {}) as response:
             if not response.is_success:
                 response.read()
                 _raise_for(response)
@@ -139,6 +139,10 @@ class LoomClient:
                 for chunk in response.iter_bytes():
                     out.write(chunk)
         return target
+
+    def download(self, job_id: str, what: str, target: Path) -> Path:
+        """Save the job's `definition` or `results` zip to `target`."""
+        return self._save(f"/v1/jobs/{job_id}/{what}", target)
 
     # -- logs ------------------------------------------------------------------------------
     def logs(
@@ -266,15 +270,7 @@ class LoomClient:
     def download_model(self, name: str, ref: str, target: Path, file: str | None = None) -> Path:
         """Save a version's files as a zip, or one of its files (`file="model.onnx"`)."""
         params = {"file": file} if file else {}
-        path = f"/v1/models/{name}/versions/{ref}/download"
-        with self._http.stream("GET", path, params=params) as response:
-            if not response.is_success:
-                response.read()
-                _raise_for(response)
-            with target.open("wb") as out:
-                for chunk in response.iter_bytes():
-                    out.write(chunk)
-        return target
+        return self._save(f"/v1/models/{name}/versions/{ref}/download", target, params)
 
     def delete_model(self, name: str, ref: str | None = None) -> None:
         path = f"/v1/models/{name}" + (f"/versions/{ref}" if ref else "")

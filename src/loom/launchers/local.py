@@ -23,7 +23,7 @@ import psutil
 from loom.domain.errors import LaunchError
 from loom.domain.resources import Resources, parse_memory
 from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
-from loom.learner.shipper import read_spool
+from loom.learner.shipper import read_spool, write_json_atomic
 
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
 
@@ -74,7 +74,7 @@ class LocalLauncher:
         pid = self._spawner.spawn(
             str(spec_file), learner.token, learner.secrets, str(folder / "wrapper.log")
         )
-        _write_json(folder / "launch.json", {"pid": pid, "create_time": _create_time(pid)})
+        write_json_atomic(folder / "launch.json", {"pid": pid, "create_time": _create_time(pid)})
 
     def _process(self, folder: Path) -> tuple[int, float | None] | None:
         """The wrapper's pid and start time, from the launcher's record or the wrapper's own."""
@@ -250,9 +250,3 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)

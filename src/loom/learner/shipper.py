@@ -320,13 +320,6 @@ def read_spool(path: Path) -> list[dict[str, Any]]:
     return lines
 
 
-def split_spool(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A spool's log lines and its metric points."""
-    lines = [e for e in entries if e.get("k") is None]
-    points = [e for e in entries if e.get("k") == "m"]
-    return lines, points
-
-
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data))

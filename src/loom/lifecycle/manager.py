@@ -295,9 +295,7 @@ class LifecycleManager:
         if new in TERMINAL_STATES:
             job.finished_at = now
             job.queue_reason = ""
-            session.flush()
-            if not job_rows.active_learners_of(session, job.id, TERMINAL_STATES):
-                user_rows.revoke_job_tokens(session, job.id)
+            self._revoke_when_done(session, job)
         job_rows.record_event(session, job, new.value, message)
         self._local.changed.add(job.id)
         return True
@@ -339,9 +337,14 @@ class LifecycleManager:
         if learner.attempt == job.attempt:
             self._follow_learners(session, job)
         if new in TERMINAL_STATES and JobState(job.state) in TERMINAL_STATES:
-            session.flush()
-            if not job_rows.active_learners_of(session, job.id, TERMINAL_STATES):
-                user_rows.revoke_job_tokens(session, job.id)  # nothing may speak for it now
+            self._revoke_when_done(session, job)
+
+    def _revoke_when_done(self, session: Session, job: Job) -> None:
+        """A job that has ended, and whose learners have all ended, keeps no live token:
+        nothing may speak for it any more. Called when either of the two happens last."""
+        session.flush()
+        if not job_rows.active_learners_of(session, job.id, TERMINAL_STATES):
+            user_rows.revoke_job_tokens(session, job.id)
 
     def _backfill(
         self, session: Session, job: Job, learner: Learner, report: dict[str, Any]
@@ -500,7 +503,7 @@ class LifecycleManager:
                 attempt=job.attempt,
                 learner=n,
                 code_zip=code_zip,
-                api_url=self.settings.public_url or _url(self.settings),
+                api_url=self.settings.api_url,
                 home=self.settings.home_dir,
                 retry_s=self.settings.learner_retry_s,
                 halt_grace_s=self.settings.halt_grace_s,
@@ -537,8 +540,3 @@ class LifecycleManager:
                 for learner in self._current(session, job):
                     learner.state = JobState.FAILED.value
                 self._transition(session, job, JobState.FAILED, message, ErrorCode.INTERNAL.value)
-
-
-def _url(settings: Settings) -> str:
-    host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    return f"http://{host}:{settings.port}"

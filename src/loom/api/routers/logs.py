@@ -15,6 +15,10 @@ from loom.tds.logs import LogQuery, line_json
 
 router = APIRouter(prefix="/v1/jobs", tags=["logs"])
 
+# FfDL's paging parameters, shared by the log and metric endpoints.
+Pos = Annotated[int, Query(ge=-(10**12), le=10**12, description="1-based; negative: from the end")]
+PageSize = Annotated[int, Query(ge=1, le=10_000)]
+
 
 def parse_since(since: str | None) -> float | None:
     """FfDL's `since`: epoch milliseconds, or an ISO-8601 time."""
@@ -35,8 +39,8 @@ def logs(
     job_id: str,
     loom: PlatformDep,
     user: UserDep,
-    pos: Annotated[int, Query(ge=-(10**12), le=10**12)] = 0,
-    pagesize: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    pos: Pos = 0,
+    pagesize: PageSize = 100,
     since: str | None = None,
     learner: Annotated[int | None, Query(ge=1, le=100_000)] = None,
     follow: bool = False,

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Header, Query, Request
 
 from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.routers import stream
-from loom.api.routers.logs import parse_since
+from loom.api.routers.logs import PageSize, Pos, parse_since
 from loom.api.routers.stream import Cursor, Wanted
 from loom.domain.errors import InvalidInput
 from loom.tds.metrics import MetricQuery, emetrics_json, point_json
@@ -34,8 +34,8 @@ def metrics(
     job_id: str,
     loom: PlatformDep,
     user: UserDep,
-    pos: Annotated[int, Query(ge=-(10**12), le=10**12)] = 0,
-    pagesize: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    pos: Pos = 0,
+    pagesize: PageSize = 100,
     since: str | None = None,
     group: Annotated[str | None, Query(max_length=100)] = None,
     name: Annotated[str | None, Query(max_length=200)] = None,
