@@ -113,6 +113,29 @@ def server(tmp_path: Path) -> Iterator[Server]:
     srv = Server(tmp_path / "home").start()
     yield srv
     srv.stop()
+    stop_deployments(srv.home)
+
+
+def stop_deployments(home: Path) -> None:
+    """Deployments outlive the platform, as learners do: a test stops what it left running."""
+    for pid_file in home.glob("deployments/*/gateway.pid"):
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        except (ProcessLookupError, ValueError):
+            continue
+        for _ in range(100):
+            if not running(int(pid_file.read_text())):
+                break
+            time.sleep(0.1)
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_for_state(

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     gang_stop_grace_s: float = Field(
         default=3.0, ge=0, description="when one learner fails, how long the others get"
     )
+    serving_host: str = Field(
+        default="127.0.0.1", description="where deployments listen (0.0.0.0: every address)"
+    )
     watchdog_interval_s: float = Field(default=2.0, gt=0)
     learner_retry_s: float = Field(
         default=600.0, description="how long a learner keeps resending to an unreachable API"

@@ -15,7 +15,6 @@ from loom.domain.errors import (
     Forbidden,
     InvalidInput,
     LoomError,
-    ManifestError,
     NotFound,
     PayloadTooLarge,
     Unauthorized,
@@ -45,7 +44,7 @@ def error_body(message: str, code: str | None = None, field: str | None = None) 
 def _loom_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, LoomError)
     status = next((s for kind, s in STATUS if isinstance(exc, kind)), 500)
-    field = exc.field if isinstance(exc, ManifestError) else None
+    field = exc.field if isinstance(exc, InvalidInput) else None
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     code = exc.code.value if exc.code else None
     return JSONResponse(error_body(exc.message, code, field), status, headers=headers)

@@ -9,6 +9,7 @@ from pathlib import Path
 from loom.launchers.base import Launcher
 from loom.lifecycle.manager import LifecycleManager
 from loom.registry.models import ModelRegistry
+from loom.serving.deployments import Deployments
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import users as user_rows
@@ -27,12 +28,19 @@ class Platform:
     tds: TrainingData
     registry: ModelRegistry
     lifecycle: LifecycleManager
+    deployments: Deployments
 
     @property
     def signals(self) -> JobSignals:
         return self.tds.signals
 
+    def start(self) -> None:
+        self.lifecycle.start()
+        self.deployments.start()
+
     def close(self) -> None:
+        """Stop the platform's threads; learners and deployments go on running."""
+        self.deployments.stop()
         self.lifecycle.stop()
         self.db.close()
 
@@ -61,7 +69,8 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     lifecycle = LifecycleManager(
         settings, db, launcher or make_launcher(settings), artifacts, tds, registry
     )
-    return Platform(settings, db, artifacts, tds, registry, lifecycle)
+    deployments = Deployments(db, registry, home, settings.serving_host)
+    return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments)
 
 
 def bootstrap_admin(db: Database, settings: Settings) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from loom.cli import jobs, models, users
+from loom.cli import deployments, jobs, models, users
 from loom.cli.metrics import metrics
 from loom.cli.server import serve, server
 
 app = typer.Typer(
-    help="Loom: submit, run and follow deep-learning training jobs.",
+    help="Loom: submit, run and follow deep-learning training jobs; serve their models.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -19,6 +19,8 @@ jobs.register(app)
 app.command()(metrics)
 app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")
+app.command()(deployments.deploy)
+app.add_typer(deployments.app, name="deployments")
 
 
 def main() -> None:

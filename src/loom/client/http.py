@@ -276,6 +276,47 @@ class LoomClient:
         path = f"/v1/models/{name}" + (f"/versions/{ref}" if ref else "")
         self._request("DELETE", path)
 
+    def deploy(
+        self, name: str, model: str, version: str | int = "latest", **options: Any
+    ) -> dict[str, Any]:
+        """Serve a version of a model; `options`: min_replicas, max_replicas,
+        target_concurrency, scale_down_delay_s, batch_size, batch_wait_ms, request_log, port."""
+        body = {"name": name, "model": model, "version": version, **options}
+        result: dict[str, Any] = self._request("POST", "/v1/deployments", json=body).json()
+        return result
+
+    def deployments(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self._request("GET", "/v1/deployments").json()["deployments"]
+        return found
+
+    def deployment(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/deployments/{name}").json()
+        return result
+
+    def update_deployment(self, name: str, **changes: Any) -> dict[str, Any]:
+        """New scaling or batching settings, or `version=` to roll out another version."""
+        response = self._request("PATCH", f"/v1/deployments/{name}", json=changes)
+        result: dict[str, Any] = response.json()
+        return result
+
+    def delete_deployment(self, name: str) -> None:
+        self._request("DELETE", f"/v1/deployments/{name}")
+
+    def wait_deployment(
+        self, name: str, *, timeout: float = 120.0, states: tuple[str, ...] = ("ready",)
+    ) -> dict[str, Any]:
+        """Poll until the deployment is in one of `states`; ClientError if it is failing or
+        the time runs out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.deployment(name)
+            if found["state"] in states:
+                return found
+            if found["state"] == "failing" or time.monotonic() > deadline:
+                why = found["message"] or f"still {found['state']} after {timeout:g} s"
+                raise ClientError(f"deployment {name!r} is not ready: {why}")
+            time.sleep(0.2)
+
     # -- users -----------------------------------------------------------------------------
     def add_user(self, name: str, *, admin: bool = False) -> dict[str, Any]:
         body = {"name": name, "admin": admin}

@@ -49,7 +49,11 @@ class LoomError(Exception):
 
 
 class InvalidInput(LoomError):
-    """The caller sent something wrong."""
+    """The caller sent something wrong; `field`, when known, names what."""
+
+    def __init__(self, message: str, *, field: str = "", code: ErrorCode | None = None) -> None:
+        super().__init__(message, code=code)
+        self.field = field
 
 
 class ManifestError(InvalidInput):
@@ -58,8 +62,7 @@ class ManifestError(InvalidInput):
     code = ErrorCode.INVALID_MANIFEST
 
     def __init__(self, message: str, *, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 class ArchiveError(InvalidInput):

@@ -4,6 +4,9 @@ over the V2 and V1 REST protocols, without the platform; what `loom serve` runs.
 from __future__ import annotations
 
 import argparse
+import os
+import threading
+import time
 from pathlib import Path
 
 import uvicorn
@@ -22,7 +25,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--batch-size", type=int, default=1, help="max samples per batch")
     parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="max wait for a batch")
+    parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)  # a gateway's replica
     args = parser.parse_args()
+    if args.parent_pid:
+        threading.Thread(target=_exit_with_parent, args=(args.parent_pid,), daemon=True).start()
     path = args.path.resolve()
     name = args.name or (path.name if path.is_dir() else path.parent.name) or "model"
     plane = DataPlane()
@@ -30,7 +36,22 @@ def main() -> None:
         name, args.version, load(path), max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
     )
     print(f"serving {name!r} from {path} at http://{args.host}:{args.port}/v2", flush=True)
-    uvicorn.run(build_app(plane), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        build_app(plane),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        # behind a gateway, its pooled connections stay open
+        timeout_keep_alive=3600 if args.parent_pid else 5,
+    )
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A replica does not outlive its gateway."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
 
 
 if __name__ == "__main__":

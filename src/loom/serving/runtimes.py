@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,10 +95,12 @@ class TorchScriptRuntime:
 def load(path: Path) -> Runtime:
     """A runtime for a model file, or a model folder (ONNX preferred, then TorchScript)."""
     if path.is_dir():
-        for name in ("model.onnx", "model.pt"):
-            if (path / name).exists():
-                return load(path / name)
-        raise FileNotFoundError(f"{path} holds no model.onnx or model.pt")
+        found = [path / name for name in ("model.onnx", "model.pt") if (path / name).exists()]
+        if not found:
+            raise FileNotFoundError(f"{path} holds no model.onnx or model.pt")
+        if len(found) == 2 and importlib.util.find_spec("onnxruntime") is None:
+            return load(found[1])  # no ONNX Runtime installed: the TorchScript file
+        return load(found[0])
     if path.suffix == ".onnx":
         return OnnxRuntime(path)
     if path.suffix in (".pt", ".pth", ".torchscript"):

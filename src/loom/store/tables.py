@@ -193,3 +193,27 @@ class ModelAlias(Base):
     )
     alias: Mapped[str] = mapped_column(String(100), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
+
+
+class Deployment(Base):
+    """A registered model version served behind one endpoint by a gateway and its replicas."""
+
+    __tablename__ = "deployments"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    model_name: Mapped[str] = mapped_column(String(200))
+    model_ref: Mapped[str] = mapped_column(String(100))
+    model_version: Mapped[int] = mapped_column(Integer)
+    port: Mapped[int] = mapped_column(Integer, unique=True)
+    min_replicas: Mapped[int] = mapped_column(Integer)
+    max_replicas: Mapped[int] = mapped_column(Integer)
+    target_concurrency: Mapped[float] = mapped_column(Float)
+    scale_down_delay_s: Mapped[float] = mapped_column(Float)
+    batch_size: Mapped[int] = mapped_column(Integer)
+    batch_wait_ms: Mapped[float] = mapped_column(Float)
+    request_log: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

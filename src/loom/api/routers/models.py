@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
 from loom.api.auth import PlatformDep, UserDep
+from loom.api.platform import Platform
 from loom.api.schemas import iso
+from loom.domain.errors import Conflict
 from loom.registry.models import ModelSummary
 from loom.store.tables import ModelVersion
 
@@ -132,9 +134,20 @@ def delete_alias(name: str, alias: str, loom: PlatformDep, user: UserDep) -> Non
 
 @router.delete("/{name}/versions/{ref}", status_code=204)
 def delete_version(name: str, ref: str, loom: PlatformDep, user: UserDep) -> None:
+    version = loom.registry.version(user.id, name, ref)
+    _not_deployed(loom, user.id, name, version.version)
     loom.registry.delete(user.id, name, ref)
 
 
 @router.delete("/{name}", status_code=204)
 def delete_model(name: str, loom: PlatformDep, user: UserDep) -> None:
+    loom.registry.summary(user.id, name)  # 404 first
+    _not_deployed(loom, user.id, name)
     loom.registry.delete(user.id, name)
+
+
+def _not_deployed(loom: Platform, owner: str, name: str, version: int | None = None) -> None:
+    serving = loom.deployments.using(owner, name, version)
+    if serving:
+        what = f"version {version} of model {name!r}" if version else f"model {name!r}"
+        raise Conflict(f"{what} is served by deployment {', '.join(serving)}; delete that first")

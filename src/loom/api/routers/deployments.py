@@ -1,0 +1,87 @@
+"""`/v1/deployments`: serve a registered model version behind one endpoint, with replicas that
+scale with the load; only the owner sees or changes a deployment."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from loom.api.auth import PlatformDep, UserDep
+from loom.api.schemas import iso
+from loom.serving.deployments import Scaling
+
+router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
+
+DeploymentName = Annotated[
+    str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description="DNS-label style")
+]
+Replicas = Annotated[int, Field(ge=0, le=64)]
+
+
+class ScalingIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min_replicas: Replicas | None = None
+    max_replicas: Annotated[int, Field(ge=1, le=64)] | None = None
+    target_concurrency: Annotated[float, Field(gt=0, le=10_000)] | None = None
+    scale_down_delay_s: Annotated[float, Field(ge=0, le=86_400)] | None = None
+    batch_size: Annotated[int, Field(ge=1, le=4096)] | None = None
+    batch_wait_ms: Annotated[float, Field(ge=0, le=10_000)] | None = None
+    request_log: bool | None = None
+
+    def scaling(self) -> dict[str, Any]:
+        """The scaling and batching fields that were given."""
+        given = {k: getattr(self, k) for k in ScalingIn.model_fields}
+        return {k: v for k, v in given.items() if v is not None}
+
+
+class DeploymentIn(ScalingIn):
+    name: DeploymentName
+    model: Annotated[str, Field(min_length=1, max_length=200)]
+    version: Annotated[str, Field(min_length=1, max_length=100)] | int = "latest"
+    port: Annotated[int, Field(ge=1024, le=65535)] | None = None
+
+
+class DeploymentPatch(ScalingIn):
+    version: Annotated[str, Field(min_length=1, max_length=100)] | int | None = None
+
+
+def shown(view: dict[str, Any]) -> dict[str, Any]:
+    return {**view, "created_at": iso(view["created_at"]), "updated_at": iso(view["updated_at"])}
+
+
+@router.post("", status_code=201)
+def create(body: DeploymentIn, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    """Deploy a version (number, alias or `latest`) of one of your models."""
+    scaling = Scaling(**body.scaling())
+    view = loom.deployments.create(
+        user.id, body.name, body.model, str(body.version), scaling, body.port
+    )
+    return shown(view)
+
+
+@router.get("")
+def list_deployments(loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    return {"deployments": [shown(v) for v in loom.deployments.all(user.id)]}
+
+
+@router.get("/{name}")
+def show(name: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    return shown(loom.deployments.get(user.id, name))
+
+
+@router.patch("/{name}")
+def update(name: str, body: DeploymentPatch, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    """Change replicas, the concurrency target, batching, or the model version (rolled out
+    replica by replica, with no request dropped)."""
+    changes = body.scaling()
+    ref = None if body.version is None else str(body.version)
+    return shown(loom.deployments.update(user.id, name, changes, ref))
+
+
+@router.delete("/{name}", status_code=204)
+def delete(name: str, loom: PlatformDep, user: UserDep) -> None:
+    """Drain in-flight requests, stop the replicas and the endpoint."""
+    loom.deployments.delete(user.id, name)

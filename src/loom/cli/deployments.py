@@ -1,0 +1,190 @@
+"""`loom deploy MODEL[:VERSION|@ALIAS]` and `loom deployments list|show|update|delete`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from loom.cli.common import client, console, err
+from loom.client import ClientError
+
+app = typer.Typer(help="Deployments: registered models served over REST.", no_args_is_help=True)
+
+MinReplicas = Annotated[
+    int | None, typer.Option("--min-replicas", help="0 scales to zero when idle")
+]
+MaxReplicas = Annotated[int | None, typer.Option("--max-replicas")]
+Target = Annotated[
+    float | None,
+    typer.Option("--target-concurrency", help="in-flight requests per replica before scaling up"),
+]
+Delay = Annotated[
+    float | None,
+    typer.Option("--scale-down-delay", help="seconds below size before removing a replica"),
+]
+BatchSize = Annotated[
+    int | None, typer.Option("--batch-size", help="max samples per batch; 1: no batching")
+]
+BatchWait = Annotated[float | None, typer.Option("--batch-wait-ms", help="max wait for a batch")]
+RequestLog = Annotated[
+    bool | None,
+    typer.Option("--request-log/--no-request-log", help="log each request and response"),
+]
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """`digits` → latest, `digits:3` → version 3, `digits@production` → that alias."""
+    for sep in ("@", ":"):
+        if sep in ref:
+            model, _, version = ref.partition(sep)
+            if not model or not version:
+                raise typer.BadParameter(f"{ref!r}: use MODEL, MODEL:VERSION or MODEL@ALIAS")
+            return model, version
+    return ref, "latest"
+
+
+def _options(**given: Any) -> dict[str, Any]:
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def _replicas(found: dict[str, Any]) -> str:
+    r = found["replicas"]
+    extra = "".join(
+        f", {r[k]} {k}" for k in ("starting", "draining") if r.get(k)
+    )  # only when there are some
+    return f"{r.get('ready', 0)}/{r.get('desired', 0)} ready{extra}"
+
+
+def _print(found: dict[str, Any]) -> None:
+    console.print(
+        f"[bold]{found['name']}[/bold]: {found['state']} — {found['model']} version "
+        f"{found['model_version']} ({found['model_ref']}), replicas {_replicas(found)} "
+        f"(min {found['min_replicas']}, max {found['max_replicas']}, "
+        f"target {found['target_concurrency']:g} in flight each)"
+    )
+    console.print(f"  endpoint   {found['endpoint']}")
+    console.print(f"  V2 infer   POST {found['urls']['v2_infer']}")
+    console.print(f"  V1 predict POST {found['urls']['v1_predict']}")
+    console.print(f"  metrics    {found['urls']['metrics']}")
+    if found["message"]:
+        console.print(f"  [yellow]{found['message']}[/yellow]")
+
+
+def deploy(
+    model: Annotated[str, typer.Argument(help="MODEL, MODEL:VERSION or MODEL@ALIAS")],
+    name: Annotated[str, typer.Option("--name", "-n", help="the deployment's name")],
+    min_replicas: MinReplicas = None,
+    max_replicas: MaxReplicas = None,
+    target_concurrency: Target = None,
+    scale_down_delay: Delay = None,
+    batch_size: BatchSize = None,
+    batch_wait_ms: BatchWait = None,
+    request_log: RequestLog = None,
+    port: Annotated[int | None, typer.Option(help="endpoint port; default: a free one")] = None,
+    wait: Annotated[bool, typer.Option(help="wait until it serves")] = True,
+) -> None:
+    """Serve a registered model version behind one endpoint (V2 and V1 protocols)."""
+    model_name, version = parse_ref(model)
+    options = _options(
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        target_concurrency=target_concurrency,
+        scale_down_delay_s=scale_down_delay,
+        batch_size=batch_size,
+        batch_wait_ms=batch_wait_ms,
+        request_log=request_log,
+        port=port,
+    )
+    with client() as loom:
+        found = loom.deploy(name, model_name, version, **options)
+        if wait:
+            found = _wait(loom, name)
+    _print(found)
+
+
+def _wait(loom: Any, name: str) -> dict[str, Any]:
+    try:
+        found: dict[str, Any] = loom.wait_deployment(name, states=("ready", "scaled to zero"))
+    except ClientError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        raise typer.Exit(1) from exc
+    return found
+
+
+@app.command("list")
+def list_deployments() -> None:
+    """Your deployments."""
+    with client() as loom:
+        found = loom.deployments()
+    table = Table("NAME", "STATE", "MODEL", "VERSION", "REPLICAS", "ENDPOINT")
+    for d in found:
+        table.add_row(
+            d["name"],
+            d["state"],
+            d["model"],
+            str(d["model_version"]),
+            _replicas(d),
+            d["endpoint"],
+        )
+    console.print(table)
+
+
+@app.command("show")
+def show(
+    name: str, as_json: Annotated[bool, typer.Option("--json", help="raw JSON")] = False
+) -> None:
+    """A deployment's state, replicas, endpoint and settings."""
+    with client() as loom:
+        found = loom.deployment(name)
+    if as_json:
+        console.print_json(json.dumps(found))
+        return
+    _print(found)
+    for replica in found["replica_list"]:
+        console.print(
+            f"  replica {replica['id']}: {replica['state']}, pid {replica['pid']}, "
+            f"port {replica['port']}, version {replica['version']}"
+        )
+
+
+@app.command("update")
+def update(
+    name: str,
+    version: Annotated[
+        str | None, typer.Option(help="roll out another version: number, alias or latest")
+    ] = None,
+    min_replicas: MinReplicas = None,
+    max_replicas: MaxReplicas = None,
+    target_concurrency: Target = None,
+    scale_down_delay: Delay = None,
+    batch_size: BatchSize = None,
+    batch_wait_ms: BatchWait = None,
+    request_log: RequestLog = None,
+) -> None:
+    """Change replicas, batching, or the model version (rolled out without dropping requests)."""
+    changes = _options(
+        version=version,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        target_concurrency=target_concurrency,
+        scale_down_delay_s=scale_down_delay,
+        batch_size=batch_size,
+        batch_wait_ms=batch_wait_ms,
+        request_log=request_log,
+    )
+    if not changes:
+        raise typer.BadParameter("nothing to change: give --version or a scaling option")
+    with client() as loom:
+        found = loom.update_deployment(name, **changes)
+    _print(found)
+
+
+@app.command("delete")
+def delete(name: str) -> None:
+    """Drain and stop a deployment."""
+    with client() as loom:
+        loom.delete_deployment(name)
+    console.print(f"deleted deployment {name}")

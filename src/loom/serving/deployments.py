@@ -1,0 +1,400 @@
+"""Deployments, the platform's side: a registered model version served by a gateway process
+(`loom.serving.gateway`) with its replicas, one endpoint (port) each.
+
+The platform stores what was asked, copies the version's files into the deployment's folder,
+writes the gateway's `spec.json` and starts the gateway in a session of its own; it reads back
+the gateway's `status.json`. Gateways outlive the platform, and a supervisor thread starts again
+any gateway that is not running (after a crash of its own, or of the machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from loom.domain.errors import Conflict, InvalidInput, NotFound
+from loom.registry.models import ModelRegistry
+from loom.serving.replicas import free_port
+from loom.serving.spec import PID, STATUS, DeploymentSpec, read_status
+from loom.store.db import Database
+from loom.store.tables import Deployment
+
+log = logging.getLogger("loom.serving")
+
+SUPERVISE_S = 2.0
+STALE_STATUS_S = 10.0
+MODEL_FILES = ("model.onnx", "model.pt")
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """How a deployment scales and batches; every field optional in an update."""
+
+    min_replicas: int = 1
+    max_replicas: int | None = None  # default: min_replicas, at least 1
+    target_concurrency: float = 8.0
+    scale_down_delay_s: float = 30.0
+    batch_size: int = 1
+    batch_wait_ms: float = 5.0
+    request_log: bool = False
+
+    def checked(self) -> Scaling:
+        top = self.max_replicas if self.max_replicas is not None else max(self.min_replicas, 1)
+        if top < max(self.min_replicas, 1):
+            raise InvalidInput(
+                f"max_replicas: must be at least min_replicas ({self.min_replicas}) and at "
+                f"least 1, got {top}",
+                field="max_replicas",
+            )
+        return replace(self, max_replicas=top)
+
+
+class Deployments:
+    def __init__(
+        self, db: Database, registry: ModelRegistry, home: Path, host: str = "127.0.0.1"
+    ) -> None:
+        self.db = db
+        self.registry = registry
+        self.root = home / "deployments"
+        self.host = host
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- requests ----------------------------------------------------------------------------
+    def create(
+        self, owner: str, name: str, model: str, ref: str, scaling: Scaling, port: int | None
+    ) -> dict[str, Any]:
+        scaling = scaling.checked()
+        version = self.registry.version(owner, model, ref)
+        now = time.time()
+        with self._lock, self.db.session() as session:
+            taken = session.scalars(
+                select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
+            ).first()
+            if taken is not None:
+                raise Conflict(f"a deployment named {name!r} exists; delete it or pick another")
+            row = Deployment(
+                id=uuid.uuid4().hex,
+                owner_id=owner,
+                name=name,
+                model_name=model,
+                model_ref=ref,
+                model_version=version.version,
+                port=self._port(session, port),
+                created_at=now,
+                updated_at=now,
+                **_columns(scaling),
+            )
+            self._materialize(row)
+            session.add(row)
+        self._spawn(row)
+        return self.view(row)
+
+    def _port(self, session: Session, wanted: int | None) -> int:
+        used = set(session.scalars(select(Deployment.port)))
+        if wanted is not None and wanted in used:
+            raise Conflict(f"port {wanted} is used by another deployment")
+        port = wanted or free_port(self.host)
+        while port in used:
+            port = free_port(self.host)
+        if wanted is not None and not _bindable(self.host, wanted):
+            raise InvalidInput(f"port: {wanted} is in use on {self.host}", field="port")
+        return port
+
+    def all(self, owner: str) -> list[dict[str, Any]]:
+        with self.db.session() as session:
+            rows = session.scalars(
+                select(Deployment).where(Deployment.owner_id == owner).order_by(Deployment.name)
+            )
+            return [self.view(row) for row in rows]
+
+    def get(self, owner: str, name: str) -> dict[str, Any]:
+        return self.view(self._row(owner, name))
+
+    def update(
+        self, owner: str, name: str, changes: dict[str, Any], ref: str | None
+    ) -> dict[str, Any]:
+        """New scaling, batching or model version; the gateway rolls replicas over without
+        dropping a request."""
+        with self._lock, self.db.session() as session:
+            row = self._row(owner, name, session)
+            current = Scaling(**_columns_of(row))
+            if "min_replicas" in changes and "max_replicas" not in changes:
+                wider = max(changes["min_replicas"], row.max_replicas)
+                changes = {**changes, "max_replicas": wider}
+            scaling = replace(current, **changes).checked()
+            for key, value in _columns(scaling).items():
+                setattr(row, key, value)
+            if ref is not None:
+                version = self.registry.version(owner, row.model_name, ref)
+                row.model_ref, row.model_version = ref, version.version
+                self._materialize(row)
+            row.updated_at = time.time()
+        self._write_spec(row)
+        self._signal(row, signal.SIGHUP)
+        return self.view(row)
+
+    def delete(self, owner: str, name: str, timeout_s: float = 60.0) -> None:
+        """Drain and stop the gateway and its replicas, then forget the deployment."""
+        with self._lock:
+            row = self._row(owner, name)
+            self._signal(row, signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            while self._alive(row) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self._alive(row):
+                self._signal(row, signal.SIGKILL)
+            self._children.pop(row.id, None)
+            with self.db.session() as session:
+                found = session.get(Deployment, row.id)
+                if found is not None:
+                    session.delete(found)
+            shutil.rmtree(self.folder(row), ignore_errors=True)
+
+    def using(self, owner: str, model: str, version: int | None = None) -> list[str]:
+        """The deployments serving the model (or that version of it)."""
+        with self.db.session() as session:
+            query = select(Deployment).where(
+                Deployment.owner_id == owner, Deployment.model_name == model
+            )
+            rows = session.scalars(query)
+            return [r.name for r in rows if version is None or r.model_version == version]
+
+    def _row(self, owner: str, name: str, session: Session | None = None) -> Deployment:
+        query = select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
+        found: Deployment | None
+        if session is not None:
+            found = session.scalars(query).first()
+        else:
+            with self.db.session() as own:
+                found = own.scalars(query).first()
+        if found is None:
+            raise NotFound(f"no deployment {name!r}")
+        return found
+
+    # -- what a deployment looks like --------------------------------------------------------
+    def view(self, row: Deployment) -> dict[str, Any]:
+        status = read_status(self.folder(row)) or {}
+        alive = self._alive(row)
+        if status.get("pid") != self._pid(row):
+            status = {}  # written by an earlier gateway
+        fresh = time.time() - float(status.get("updated_at", 0)) < STALE_STATUS_S
+        state = str(status.get("state", "starting")) if alive and fresh else "down"
+        if alive and not status:
+            state = "starting"
+        endpoint = f"http://{_display(self.host)}:{row.port}"
+        replicas = status.get("replicas") or {
+            "ready": 0,
+            "starting": 0,
+            "draining": 0,
+            "desired": row.min_replicas,
+        }
+        return {
+            "name": row.name,
+            "model": row.model_name,
+            "model_ref": row.model_ref,
+            "model_version": row.model_version,
+            "serving_version": status.get("model_version"),
+            "state": state,
+            "message": status.get("message") or ("" if alive else self._gateway_tail(row)),
+            "endpoint": endpoint,
+            "urls": {
+                "v2_infer": f"{endpoint}/v2/models/{row.name}/infer",
+                "v1_predict": f"{endpoint}/v1/models/{row.name}:predict",
+                "metrics": f"{endpoint}/metrics",
+            },
+            "replicas": replicas,
+            "replica_list": status.get("replica_list", []),
+            **_columns_of(row),
+            "requests": status.get("requests", 0),
+            "restarts": status.get("restarts", 0),
+            "last_cold_start_s": status.get("last_cold_start_s"),
+            "created_at": row.created_at,
+            "updated_at": row.updated_at,
+        }
+
+    # -- processes ---------------------------------------------------------------------------
+    def folder(self, row: Deployment) -> Path:
+        return self.root / row.id
+
+    def _materialize(self, row: Deployment) -> None:
+        """The version's files, copied into the deployment's folder (so that serving goes on
+        whatever later happens to the registry)."""
+        target = self.folder(row) / f"model-v{row.model_version}"
+        if target.is_dir():
+            return
+        version = self.registry.version(row.owner_id, row.model_name, str(row.model_version))
+        names = {entry["path"] for entry in version.files}
+        if not names & set(MODEL_FILES):
+            raise InvalidInput(
+                f"model {row.model_name!r} version {version.version} has no model.onnx or "
+                f"model.pt to serve (it has: {', '.join(sorted(names))[:200]})",
+                field="model",
+            )
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        for entry in version.files:
+            destination = partial / entry["path"]
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.registry.artifacts.path(entry["digest"]), destination)
+        partial.rename(target)
+
+    def _spec(self, row: Deployment) -> DeploymentSpec:
+        return DeploymentSpec(
+            name=row.name,
+            model_dir=str(self.folder(row) / f"model-v{row.model_version}"),
+            model_version=str(row.model_version),
+            host=self.host,
+            port=row.port,
+            **_columns_of(row),
+        )
+
+    def _write_spec(self, row: Deployment) -> None:
+        self._spec(row).write(self.folder(row))
+
+    def _spawn(self, row: Deployment) -> None:
+        folder = self.folder(row)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._write_spec(row)
+        (folder / PID).unlink(missing_ok=True)
+        (folder / STATUS).unlink(missing_ok=True)  # the last gateway's: no longer true
+        with (folder / "gateway.log").open("ab") as out:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "loom.serving.gateway", str(folder)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=folder,
+                start_new_session=True,
+            )
+        (folder / PID).write_text(str(child.pid))
+        self._children[row.id] = child
+
+    def _pid(self, row: Deployment) -> int | None:
+        try:
+            return int((self.folder(row) / PID).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _alive(self, row: Deployment) -> bool:
+        child = self._children.get(row.id)
+        if child is not None and child.poll() is not None:
+            self._children.pop(row.id, None)  # reaped
+            return False
+        pid = self._pid(row)
+        if pid is None:
+            return False
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return b"loom.serving.gateway" in command and str(self.folder(row)).encode() in command
+
+    def _signal(self, row: Deployment, sig: signal.Signals) -> None:
+        pid = self._pid(row)
+        if pid is not None and self._alive(row):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    def _gateway_tail(self, row: Deployment) -> str:
+        try:
+            lines = (self.folder(row) / "gateway.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return " | ".join(line for line in lines[-3:] if line.strip())
+
+    # -- supervision -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start gateways that are not running, then keep them running."""
+        self.supervise()
+        self._thread = threading.Thread(target=self._loop, name="loom-deployments", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop supervising; the gateways go on serving."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SUPERVISE_S):
+            try:
+                self.supervise()
+            except Exception:  # the supervisor must not die of one bad deployment
+                log.exception("deployment supervision failed")
+
+    def supervise(self) -> None:
+        with self.db.session() as session:
+            rows = list(session.scalars(select(Deployment)))
+        for row in rows:
+            with self._lock:
+                if self._alive(row) or self._stop.is_set():
+                    continue
+                if not self._exists(row.id):
+                    continue
+                log.warning("deployment %s: its gateway is not running; starting it", row.name)
+                try:
+                    self._materialize(row)
+                    self._spawn(row)
+                except Exception as exc:
+                    log.warning("deployment %s could not be started: %s", row.name, exc)
+
+    def _exists(self, deployment_id: str) -> bool:
+        with self.db.session() as session:
+            return session.get(Deployment, deployment_id) is not None
+
+
+def _columns(scaling: Scaling) -> dict[str, Any]:
+    return {
+        "min_replicas": scaling.min_replicas,
+        "max_replicas": scaling.max_replicas,
+        "target_concurrency": scaling.target_concurrency,
+        "scale_down_delay_s": scaling.scale_down_delay_s,
+        "batch_size": scaling.batch_size,
+        "batch_wait_ms": scaling.batch_wait_ms,
+        "request_log": scaling.request_log,
+    }
+
+
+def _columns_of(row: Deployment) -> dict[str, Any]:
+    return {
+        "min_replicas": row.min_replicas,
+        "max_replicas": row.max_replicas,
+        "target_concurrency": row.target_concurrency,
+        "scale_down_delay_s": row.scale_down_delay_s,
+        "batch_size": row.batch_size,
+        "batch_wait_ms": row.batch_wait_ms,
+        "request_log": row.request_log,
+    }
+
+
+def _display(host: str) -> str:
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+
+
+def _bindable(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True

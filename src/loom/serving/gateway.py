@@ -1,0 +1,428 @@
+"""A deployment's gateway, `python -m loom.serving.gateway FOLDER`: one endpoint in front of the
+deployment's replicas.
+
+It balances requests over the ready replicas (fewest in flight first), replaces a replica that
+dies (a request it was holding is sent once more, to another one), scales between the minimum and
+the maximum with the autoscaler — down to zero, starting a replica when a request comes — and
+drains a replica before stopping it. It reads `spec.json` from FOLDER (again on SIGHUP), writes
+`status.json` there, and drains everything on SIGTERM. It runs in its own session, so it goes on
+serving while the platform restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Collection, Coroutine
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loom.serving.autoscale import Autoscaler, Policy
+from loom.serving.http1 import BadMessage, Message, encode_response, read_message
+from loom.serving.observe import Histogram, RequestLog, labelled
+from loom.serving.replicas import Replica, ReplicaGone, free_port, generation
+from loom.serving.spec import PID, STATUS, DeploymentSpec, write_atomic
+
+TICK_S = 0.1
+MAX_REQUEST = 64 * 2**20
+JSON = [(b"content-type", b"application/json")]
+
+
+def _error(status: int, message: str, keep_alive: bool = True) -> bytes:
+    return encode_response(status, orjson.dumps({"error": message}), JSON, keep_alive=keep_alive)
+
+
+def policy(spec: DeploymentSpec) -> Policy:
+    return Policy(
+        spec.min_replicas, spec.max_replicas, spec.target_concurrency, spec.scale_down_delay_s
+    )
+
+
+class Gateway:
+    def __init__(self, folder: Path, spec: DeploymentSpec) -> None:
+        self.folder = folder
+        self.spec = spec
+        self.autoscaler = Autoscaler(policy(spec))
+        self.replicas: list[Replica] = []
+        self.ready = asyncio.Event()
+        self.next_id = 1
+        self.port = spec.port
+        self.desired = spec.min_replicas
+        self.inflight = 0
+        self.requests: dict[int, int] = {}
+        self.latency = Histogram()
+        self.restarts = 0
+        self.failures = 0
+        self.backoff_until = 0.0
+        self.cold_starts: list[float] = []
+        self.message = ""
+        self.stopping = asyncio.Event()
+        self.log = RequestLog(folder / "requests.jsonl") if spec.request_log else None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- serving -----------------------------------------------------------------------------
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while not self.stopping.is_set():
+                try:
+                    request = await read_message(reader, max_body=MAX_REQUEST, writer=writer)
+                except BadMessage as exc:
+                    writer.write(_error(exc.status, str(exc), keep_alive=False))
+                    await writer.drain()
+                    break
+                if request is None:
+                    break
+                writer.write(await self.respond(request))
+                await writer.drain()
+                if not request.keep_alive:
+                    break
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def respond(self, request: Message) -> bytes:
+        path = request.target.split("?", 1)[0]
+        if path == "/metrics":
+            body = (await self.prometheus()).encode()
+            return encode_response(200, body, [(b"content-type", b"text/plain; version=0.0.4")])
+        if path == "/v2/health/live":
+            return encode_response(200, b'{"live":true}', JSON)
+        if path == "/v2/health/ready":
+            ready = any(r.state == "ready" for r in self.replicas) or self.spec.min_replicas == 0
+            return encode_response(200, orjson.dumps({"ready": ready}), JSON)
+        return await self.forward(request)
+
+    async def forward(self, request: Message) -> bytes:
+        started = time.monotonic()
+        self.inflight += 1
+        self.autoscaler.started(started)
+        status, replica_id = 502, None
+        try:
+            response, replica_id = await self.send(request, started)
+            status = response.status
+            reason = response.start[2] if len(response.start) > 2 else None
+            raw = encode_response(status, response.body, response.headers, reason=reason)
+            body = response.body
+        except _Refused as exc:
+            status, body = exc.status, orjson.dumps({"error": exc.message})
+            raw = encode_response(status, body, JSON)
+        except Exception as exc:  # a gateway fault: answered, logged, never a dropped request
+            print(f"gateway error on {request.target}: {exc!r}", file=sys.stderr, flush=True)
+            status, body = 502, orjson.dumps({"error": f"gateway error: {type(exc).__name__}"})
+            raw = encode_response(status, body, JSON)
+        finally:
+            self.inflight -= 1
+            elapsed = time.monotonic() - started
+            self.latency.observe(elapsed)
+            self.requests[status] = self.requests.get(status, 0) + 1
+        if self.log is not None:
+            self.log.write(
+                method=request.method,
+                path=request.target,
+                status=status,
+                ms=round(elapsed * 1000, 3),
+                replica=replica_id,
+                request=request.body,
+                response=body,
+            )
+        return raw
+
+    async def send(self, request: Message, started: float) -> tuple[Message, int]:
+        """To the least busy ready replica; once more to another if that one dies first."""
+        failed: set[Replica] = set()
+        for attempt in range(2):
+            replica = await self.pick(started, avoid=failed)
+            try:
+                return await replica.exchange(request), replica.id
+            except ReplicaGone as exc:
+                failed.add(replica)
+                if attempt == 1:
+                    raise _Refused(502, f"replica {replica.id} failed: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def pick(self, started: float, avoid: Collection[Replica] = ()) -> Replica:
+        while True:
+            ready = [r for r in self.replicas if r.state == "ready" and r not in avoid]
+            if ready:
+                return min(ready, key=lambda r: (r.inflight, r.id))
+            if self.stopping.is_set():
+                raise _Refused(503, f"deployment {self.spec.name!r} is stopping")
+            self.ready.clear()
+            if not any(r.state == "starting" for r in self.replicas):
+                self.reconcile(time.monotonic(), wanted_now=1)
+            remaining = self.spec.ready_timeout_s - (time.monotonic() - started)
+            if remaining <= 0:
+                detail = f": {self.message}" if self.message else ""
+                raise _Refused(503, f"no replica of {self.spec.name!r} became ready{detail}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ready.wait(), min(remaining, 1.0))
+
+    # -- replicas ----------------------------------------------------------------------------
+    def reconcile(self, now: float, wanted_now: int = 0) -> None:
+        """Start and drain replicas towards what the autoscaler wants; roll out a new spec."""
+        if self.stopping.is_set():
+            return
+        current = generation(self.spec)
+        active = [r for r in self.replicas if r.state in ("starting", "ready")]
+        fresh = [r for r in active if r.generation == current]
+        desired = max(self.autoscaler.desired(now, len(active)), wanted_now)
+        desired = min(desired, self.spec.max_replicas)
+        self.desired = desired
+        if len(fresh) < desired and now >= self.backoff_until:
+            for _ in range(desired - len(fresh)):
+                self.start_replica()
+        stale = [r for r in active if r.generation != current]
+        ready_fresh = sum(1 for r in fresh if r.state == "ready")
+        if stale and ready_fresh >= max(desired, 1):
+            for replica in stale:
+                self.retire(replica)
+        surplus = len(fresh) - desired
+        if surplus > 0 and not stale:
+            for replica in sorted(fresh, key=lambda r: (r.state == "ready", r.inflight, -r.id)):
+                if surplus == 0:
+                    break
+                self.retire(replica)
+                surplus -= 1
+
+    def start_replica(self) -> Replica:
+        replica = Replica(
+            id=self.next_id,
+            port=free_port(),
+            generation=generation(self.spec),
+            log=self.folder / f"replica-{self.next_id}.log",
+        )
+        self.next_id += 1
+        self.replicas.append(replica)
+        self.background(self._run(replica))
+        return replica
+
+    async def _run(self, replica: Replica) -> None:
+        cold = not any(r.state == "ready" for r in self.replicas)
+        try:
+            await replica.spawn(self.spec, self.folder)
+        except OSError as exc:
+            self._failed(replica, f"replica {replica.id} could not start: {exc}")
+            return
+        if replica.state != "starting":  # retired before its process existed
+            await replica.stop()
+            return
+        self.background(self._watch(replica))
+        ready = await replica.wait_ready(self.spec.ready_timeout_s)
+        if replica.state != "starting":  # drained while starting, or the gateway is stopping
+            return
+        if ready:
+            replica.state = "ready"
+            replica.ready_at = time.monotonic()
+            self.failures, self.message = 0, ""
+            if cold:
+                self.cold_starts.append(replica.ready_at - replica.started_at)
+            self.ready.set()
+            return
+        assert replica.process is not None
+        code = replica.process.returncode
+        reason = (
+            f"exited with code {code}"
+            if code is not None
+            else f"was not ready within {self.spec.ready_timeout_s:g} s"
+        )
+        await replica.stop()
+        self._failed(replica, f"replica {replica.id} {reason}: {replica.last_lines()}")
+
+    async def _watch(self, replica: Replica) -> None:
+        """A ready replica that dies is removed, and the next reconcile replaces it; one that
+        dies while starting is for `_run` to report."""
+        assert replica.process is not None
+        code = await replica.process.wait()
+        if replica.state != "ready":
+            return
+        replica.state = "stopped"
+        with contextlib.suppress(ValueError):
+            self.replicas.remove(replica)
+        await replica.stop()
+        if not self.stopping.is_set():
+            self.restarts += 1
+            print(f"replica {replica.id} exited with code {code}; replacing it", flush=True)
+        if not any(r.state == "ready" for r in self.replicas):
+            self.ready.clear()
+
+    def _failed(self, replica: Replica, message: str) -> None:
+        with contextlib.suppress(ValueError):
+            self.replicas.remove(replica)
+        self.failures += 1
+        self.backoff_until = time.monotonic() + min(30.0, 0.5 * 2**self.failures)
+        self.message = message
+        print(message, file=sys.stderr, flush=True)
+
+    def retire(self, replica: Replica) -> None:
+        """Drain the replica (it takes no new request from now on), then stop it."""
+        replica.state = "draining"
+        self.background(self._retire(replica))
+
+    async def _retire(self, replica: Replica) -> None:
+        await replica.drain(self.spec.drain_timeout_s)
+        with contextlib.suppress(ValueError):
+            self.replicas.remove(replica)
+
+    def background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- control -----------------------------------------------------------------------------
+    async def control(self) -> None:
+        last_status = 0.0
+        written: dict[str, Any] = {}
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            self.autoscaler.sample(now, self.inflight)
+            self.reconcile(now)
+            status = self.status()
+            if status != written or now - last_status > 2:
+                write_atomic(self.folder / STATUS, {**status, "updated_at": time.time()})
+                written, last_status = status, now
+            if self.log is not None:
+                self.log.flush()
+            await asyncio.sleep(TICK_S)
+
+    def reload(self) -> None:
+        try:
+            self.spec = DeploymentSpec.read(self.folder)
+        except (OSError, ValueError, TypeError) as exc:
+            print(f"spec not reloaded: {exc}", file=sys.stderr, flush=True)
+            return
+        self.autoscaler.policy = policy(self.spec)
+        self.backoff_until, self.failures = 0.0, 0
+        if self.spec.request_log and self.log is None:
+            self.log = RequestLog(self.folder / "requests.jsonl")
+        elif not self.spec.request_log and self.log is not None:
+            self.log.close()
+            self.log = None
+
+    async def shutdown(self) -> None:
+        self.stopping.set()
+        await asyncio.gather(*(r.drain(self.spec.drain_timeout_s) for r in list(self.replicas)))
+        self.replicas.clear()
+        write_atomic(self.folder / STATUS, {**self.status(), "updated_at": time.time()})
+        if self.log is not None:
+            self.log.close()
+
+    def status(self) -> dict[str, Any]:
+        counts = {state: 0 for state in ("ready", "starting", "draining")}
+        for replica in self.replicas:
+            if replica.state in counts:
+                counts[replica.state] += 1
+        active = counts["ready"] + counts["starting"]
+        if self.stopping.is_set():
+            state = "stopped" if not self.replicas else "stopping"
+        elif counts["ready"]:
+            state = "ready"
+        elif self.failures:
+            state = "failing"
+        elif counts["starting"]:
+            state = "starting"
+        else:
+            state = "scaled to zero" if active == 0 and self.spec.min_replicas == 0 else "pending"
+        return {
+            "state": state,
+            "pid": os.getpid(),
+            "endpoint": f"http://{self.spec.host}:{self.port}",
+            "model_version": self.spec.model_version,
+            "replicas": {**counts, "desired": self.desired},
+            "replica_list": [
+                {"id": r.id, "pid": r.pid, "port": r.port, "state": r.state, "version": r.version}
+                for r in sorted(self.replicas, key=lambda r: r.id)
+            ],
+            "inflight": self.inflight,
+            "requests": sum(self.requests.values()),
+            "restarts": self.restarts,
+            "cold_starts": len(self.cold_starts),
+            "last_cold_start_s": round(self.cold_starts[-1], 3) if self.cold_starts else None,
+            "message": self.message,
+        }
+
+    async def prometheus(self) -> str:
+        name = self.spec.name.replace('"', "")
+        label = f'deployment="{name}"'
+        lines = ["# TYPE loom_deployment_requests_total counter"]
+        lines += [
+            f'loom_deployment_requests_total{{{label},code="{code}"}} {count}'
+            for code, count in sorted(self.requests.items())
+        ]
+        lines.append("# TYPE loom_deployment_request_duration_seconds histogram")
+        lines += self.latency.lines("loom_deployment_request_duration_seconds", label)
+        lines += ["# TYPE loom_deployment_inflight_requests gauge"]
+        lines.append(f"loom_deployment_inflight_requests{{{label}}} {self.inflight}")
+        lines.append("# TYPE loom_deployment_replicas gauge")
+        status = self.status()
+        for state in ("ready", "starting", "draining", "desired"):
+            value = status["replicas"][state]
+            lines.append(f'loom_deployment_replicas{{{label},state="{state}"}} {value}')
+        lines.append("# TYPE loom_deployment_replica_restarts_total counter")
+        lines.append(f"loom_deployment_replica_restarts_total{{{label}}} {self.restarts}")
+        lines.append("# TYPE loom_deployment_cold_start_seconds gauge")
+        last = self.cold_starts[-1] if self.cold_starts else 0
+        lines.append(f"loom_deployment_cold_start_seconds{{{label}}} {last:.3f}")
+        lines += await self._replica_metrics(label)
+        return "\n".join(lines) + "\n"
+
+    async def _replica_metrics(self, label: str) -> list[str]:
+        """Each ready replica's own counters (batches, batch sizes), labelled with its id."""
+        probe = Message([b"GET", b"/metrics"], [(b"host", b"replica")])
+        out = []
+        for replica in [r for r in self.replicas if r.state == "ready"]:
+            with contextlib.suppress(ReplicaGone):
+                response = await replica.exchange(probe, count=False)
+                text = response.body.decode("utf-8", "replace")
+                out += labelled(text, f'{label},replica="{replica.id}"')
+        return out
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+async def run(folder: Path) -> None:
+    spec = DeploymentSpec.read(folder)
+    gateway = Gateway(folder, spec)
+    server = await asyncio.start_server(
+        gateway.handle, spec.host, spec.port, reuse_address=True, limit=2**20
+    )
+    gateway.port = int(server.sockets[0].getsockname()[1])
+    (folder / PID).write_text(str(os.getpid()))
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, gateway.stopping.set)
+    loop.add_signal_handler(signal.SIGINT, gateway.stopping.set)
+    loop.add_signal_handler(signal.SIGHUP, gateway.reload)
+    print(f"deployment {spec.name!r} at http://{spec.host}:{gateway.port}", flush=True)
+    control = asyncio.create_task(gateway.control())
+    await gateway.stopping.wait()
+    server.close()
+    await control
+    await gateway.shutdown()
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m loom.serving.gateway DEPLOYMENT_FOLDER")
+    folder = Path(sys.argv[1]).resolve()
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(run(folder))
+    else:
+        uvloop.run(run(folder))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""A deployment's replicas: model servers (`python -m loom.serving`), each a process of its own
+on a loopback port, with the gateway's pool of keep-alive connections to it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loom.serving.http1 import BadMessage, Message, encode_request, read_message
+from loom.serving.spec import DeploymentSpec
+
+Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+MAX_RESPONSE = 512 * 2**20
+
+
+class ReplicaGone(Exception):
+    """The replica closed the connection or died before it answered."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def generation(spec: DeploymentSpec) -> tuple[str, str, int, float]:
+    """What a replica serves and how; a replica of another generation is replaced."""
+    return (spec.model_dir, spec.model_version, spec.batch_size, spec.batch_wait_ms)
+
+
+@dataclass(eq=False)
+class Replica:
+    id: int
+    port: int
+    generation: tuple[str, str, int, float]
+    log: Path
+    process: asyncio.subprocess.Process | None = None
+    state: str = "starting"  # starting → ready → draining → stopped
+    inflight: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    ready_at: float | None = None
+    idle: list[Connection] = field(default_factory=list)
+    quiet: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def version(self) -> str:
+        return self.generation[1]
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    async def spawn(self, spec: DeploymentSpec, folder: Path) -> None:
+        model_dir, version, batch_size, batch_wait_ms = self.generation
+        command = [
+            sys.executable,
+            "-m",
+            "loom.serving",
+            model_dir,
+            "--name",
+            spec.name,
+            "--version",
+            version,
+            "--port",
+            str(self.port),
+            "--batch-size",
+            str(batch_size),
+            "--batch-wait-ms",
+            str(batch_wait_ms),
+            "--parent-pid",
+            str(os.getpid()),
+        ]
+        with self.log.open("ab") as out:
+            self.process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                cwd=folder,
+                start_new_session=True,
+            )
+
+    async def wait_ready(self, timeout_s: float) -> bool:
+        """Poll the replica's readiness until it answers ready, exits, or the time is up."""
+        deadline = time.monotonic() + timeout_s
+        probe = Message([b"GET", b"/v2/health/ready"], [(b"host", b"replica")])
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.returncode is not None:
+                return False
+            with contextlib.suppress(ReplicaGone):
+                response = await self.exchange(probe, count=False)
+                if response.status == 200 and b'"ready":true' in response.body.replace(b" ", b""):
+                    return True
+            await asyncio.sleep(0.05)
+        return False
+
+    async def exchange(self, request: Message, *, count: bool = True) -> Message:
+        """Send one request and read its response, on a pooled connection when there is one
+        (a stale one is replaced once); ReplicaGone when the replica cannot answer."""
+        if count:
+            self.inflight += 1
+        try:
+            for attempt in range(2):
+                reused = bool(self.idle)
+                conn = self.idle.pop() if reused else await self._connect()
+                try:
+                    response = await self._send(conn, request)
+                except ReplicaGone:
+                    _close(conn)
+                    if reused and attempt == 0:
+                        continue
+                    raise
+                if response.keep_alive:
+                    self.idle.append(conn)
+                else:
+                    _close(conn)
+                return response
+            raise ReplicaGone("no connection")  # pragma: no cover - the loop returns or raises
+        finally:
+            if count:
+                self.inflight -= 1
+                if self.inflight == 0:
+                    self.quiet.set()
+
+    async def _connect(self) -> Connection:
+        try:
+            return await asyncio.open_connection("127.0.0.1", self.port, limit=2**20)
+        except OSError as exc:
+            raise ReplicaGone(str(exc)) from exc
+
+    @staticmethod
+    async def _send(conn: Connection, request: Message) -> Message:
+        reader, writer = conn
+        try:
+            writer.write(encode_request(request))
+            await writer.drain()
+            response = await read_message(reader, max_body=MAX_RESPONSE)
+        except (OSError, asyncio.IncompleteReadError, BadMessage) as exc:
+            raise ReplicaGone(str(exc)) from exc
+        if response is None:
+            raise ReplicaGone("the replica closed the connection")
+        return response
+
+    async def drain(self, timeout_s: float) -> None:
+        """Take no new requests, let those in flight finish, then stop the process."""
+        self.state = "draining"
+        if self.inflight:
+            self.quiet.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.quiet.wait(), timeout_s)
+        await self.stop()
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        self.state = "stopped"
+        for conn in self.idle:
+            _close(conn)
+        self.idle.clear()
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), grace_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+    def last_lines(self, count: int = 5) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(lines[-count:])
+
+
+def _close(conn: Connection) -> None:
+    with contextlib.suppress(Exception):
+        conn[1].close()

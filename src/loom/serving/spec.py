@@ -1,0 +1,56 @@
+"""What a deployment's gateway is told (`spec.json`) and what it tells back (`status.json`),
+both in the deployment's folder; the platform writes the one and reads the other, so that
+deployments go on serving while the platform restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+SPEC = "spec.json"
+STATUS = "status.json"
+PID = "gateway.pid"
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    name: str
+    model_dir: str
+    model_version: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    min_replicas: int = 1
+    max_replicas: int = 1
+    target_concurrency: float = 8.0
+    scale_down_delay_s: float = 30.0
+    batch_size: int = 1
+    batch_wait_ms: float = 5.0
+    request_log: bool = False
+    ready_timeout_s: float = 120.0
+    drain_timeout_s: float = 30.0
+
+    @classmethod
+    def read(cls, folder: Path) -> DeploymentSpec:
+        data = json.loads((folder / SPEC).read_text())
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def write(self, folder: Path) -> None:
+        write_atomic(folder / SPEC, asdict(self))
+
+
+def read_status(folder: Path) -> dict[str, Any] | None:
+    try:
+        found = json.loads((folder / STATUS).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def write_atomic(path: Path, data: dict[str, Any]) -> None:
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(data, indent=1))
+    os.replace(partial, path)
