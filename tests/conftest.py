@@ -159,3 +159,27 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server = start_s3(tmp_path_factory.mktemp("s3") / "moto.log")
     yield server
     server.stop()
+
+
+COPY = "import os, shutil\nshutil.copytree('model', os.environ['RESULT_DIR'] + '/model')\n"
+
+
+@pytest.fixture(scope="session")
+def model_zip(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    folder = tmp_path_factory.mktemp("digits") / "model"
+    from tests.serving.test_rest import digits_models
+
+    digits_models(folder)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in folder.iterdir():
+            archive.write(path, f"model/{path.name}")
+        archive.writestr("copy.py", COPY)
+    return buffer.getvalue()
+
+
+def register(client: LoomClient, model_zip: bytes, name: str = "digits") -> None:
+    """Register the digits model (a job that copies it to RESULT_DIR/model)."""
+    job_id = client.submit(manifest("python copy.py", name=name), model_zip)
+    finished = wait_for_state(client, job_id, {"COMPLETED", "FAILED", "HALTED"})
+    assert finished["state"] == "COMPLETED", finished

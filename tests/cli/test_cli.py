@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Server, manifest
+from tests.conftest import Server, manifest, register
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +81,23 @@ def test_clear_error_when_the_job_is_unknown(server: Server) -> None:
     assert result.returncode == 1
     assert "no job" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_deploy_and_deployments(server: Server, model_zip: bytes) -> None:
+    """`loom deploy MODEL:VERSION` waits until it serves and prints the endpoint; list, show,
+    update and delete act on it; a bad reference is refused with a message."""
+    with server.client() as client:
+        register(client, model_zip)
+    done = loom(server, "deploy", "digits:1", "--name", "cli-web", "--min-replicas", "0")
+    assert done.returncode == 0, done.stderr
+    assert "cli-web: scaled to zero" in done.stdout and "/v2/models/cli-web/infer" in done.stdout
+    listed = loom(server, "deployments", "list")
+    assert "cli-web" in listed.stdout and "digits" in listed.stdout
+    updated = loom(server, "deployments", "update", "cli-web", "--max-replicas", "2")
+    assert updated.returncode == 0 and "max 2" in updated.stdout
+    shown = json.loads(loom(server, "deployments", "show", "cli-web", "--json").stdout)
+    assert shown["max_replicas"] == 2 and shown["model_version"] == 1
+    missing = loom(server, "deploy", "digits@nowhere", "--name", "x")
+    assert missing.returncode == 1 and "no version 'nowhere'" in missing.stderr
+    assert loom(server, "deployments", "delete", "cli-web").returncode == 0
+    assert "cli-web" not in loom(server, "deployments", "list").stdout

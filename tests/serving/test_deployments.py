@@ -5,12 +5,10 @@ crash of the platform."""
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import threading
 import time
-import zipfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,25 +17,11 @@ import numpy as np
 import pytest
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, manifest, running, stop_deployments, wait_for_state
-from tests.serving.test_rest import digits_models
+from tests.conftest import Server, register, running, stop_deployments
 
 pytestmark = pytest.mark.integration
 
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
-COPY = "import os, shutil\nshutil.copytree('model', os.environ['RESULT_DIR'] + '/model')\n"
-
-
-@pytest.fixture(scope="module")
-def model_zip(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    folder = tmp_path_factory.mktemp("digits") / "model"
-    digits_models(folder)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in folder.iterdir():
-            archive.write(path, f"model/{path.name}")
-        archive.writestr("copy.py", COPY)
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +30,6 @@ def images() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
 
     digits = load_digits()
     return (digits.images[:32] / 16.0).astype(np.float32)[:, None], digits.target[:32]
-
-
-def register(client: LoomClient, model_zip: bytes, name: str = "digits") -> None:
-    job_id = client.submit(manifest("python copy.py", name=name), model_zip)
-    assert wait_for_state(client, job_id, FINAL)["state"] == "COMPLETED"
 
 
 def expected(

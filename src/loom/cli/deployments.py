@@ -59,11 +59,11 @@ def _replicas(found: dict[str, Any]) -> str:
 
 
 def _print(found: dict[str, Any]) -> None:
+    console.print(f"[bold]{found['name']}[/bold]: {found['state']}")
+    console.print(f"  model      {found['model']} version {found['model_version']}")
     console.print(
-        f"[bold]{found['name']}[/bold]: {found['state']} — {found['model']} version "
-        f"{found['model_version']} ({found['model_ref']}), replicas {_replicas(found)} "
-        f"(min {found['min_replicas']}, max {found['max_replicas']}, "
-        f"target {found['target_concurrency']:g} in flight each)"
+        f"  replicas   {_replicas(found)} (min {found['min_replicas']}, "
+        f"max {found['max_replicas']}, target {found['target_concurrency']:g} in flight each)"
     )
     console.print(f"  endpoint   {found['endpoint']}")
     console.print(f"  V2 infer   POST {found['urls']['v2_infer']}")

@@ -1,0 +1,71 @@
+"""The gateway's HTTP/1.1 reading and writing, over real stream pairs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from loom.serving.http1 import BadMessage, Message, encode_request, encode_response, read_message
+
+
+def read(raw: bytes, max_body: int = 1000) -> Message | None:
+    async def go() -> Message | None:
+        reader = asyncio.StreamReader()
+        reader.feed_data(raw)
+        reader.feed_eof()
+        return await read_message(reader, max_body=max_body)
+
+    return asyncio.run(go())
+
+
+def test_request_with_length_and_keep_alive() -> None:
+    found = read(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd")
+    assert found is not None
+    assert (found.method, found.target, found.body, found.keep_alive) == (
+        "POST", "/v2/models/m/infer", b"abcd", True,
+    )  # fmt: skip
+    assert found.header(b"host") == b"x"
+
+
+def test_chunked_body_and_close() -> None:
+    raw = (
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n"
+    )
+    found = read(raw)
+    assert found is not None and found.body == b"abcde" and not found.keep_alive
+
+
+def test_http10_closes_unless_asked() -> None:
+    found = read(b"GET / HTTP/1.0\r\n\r\n")
+    assert found is not None and not found.keep_alive
+
+
+def test_end_between_messages_is_none_and_bad_ones_are_named() -> None:
+    assert read(b"") is None
+    with pytest.raises(BadMessage, match="Content-Length"):
+        read(b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n")
+    with pytest.raises(BadMessage) as caught:
+        read(b"POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n")
+    assert caught.value.status == 413
+    with pytest.raises(BadMessage, match="header"):
+        read(b"GET / HTTP/1.1\r\nno colon here\r\n\r\n")
+
+
+def test_forwarded_request_drops_hop_by_hop_headers() -> None:
+    found = read(
+        b"POST /x HTTP/1.1\r\nConnection: keep-alive\r\nExpect: 100-continue\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    )
+    assert found is not None
+    again = read(encode_request(found))
+    assert again is not None
+    assert again.body == b"{}"
+    assert [name for name, _ in again.headers] == [b"content-type", b"content-length"]
+
+
+def test_response_round_trip() -> None:
+    raw = encode_response(503, b'{"error":"x"}', [(b"content-type", b"application/json")])
+    found = read(raw)
+    assert found is not None and found.status == 503 and found.body == b'{"error":"x"}'
