@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[torch]'
+	$(PIP) install -e '.[torch,onnx]'
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python

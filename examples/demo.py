@@ -1,8 +1,9 @@
 """The end-to-end demo behind `make demo`.
 
 Starts the embedded platform (API + lifecycle, state in ./.loom-demo), submits the digits example
-through the REST API, follows its logs live, prints the final state and accuracy, and stops the
-platform cleanly.
+through the REST API, follows its logs live, prints the final state and accuracy, deploys the
+model the job registered and prints its predictions for a few test images beside their true
+labels, then deletes the deployment and stops the platform cleanly.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from loom.client import ClientError, LoomClient
 from loom.client.archive import zip_folder
@@ -47,6 +51,56 @@ def start_server(port: int) -> subprocess.Popen[bytes]:
             time.sleep(0.2)
     server.terminate()
     sys.exit("the platform did not start within 60 s")
+
+
+def test_images(count: int) -> tuple[Any, Any]:
+    """The first test images of the example's split (same seed), never seen in training."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    x = (digits.images / 16.0).astype(np.float32)[:, None]
+    _, x_test, _, y_test = train_test_split(
+        x, digits.target, test_size=0.25, random_state=0, stratify=digits.target
+    )
+    return x_test[:count], y_test[:count]
+
+
+def serve(loom: LoomClient) -> int:
+    """Deploy the model the job registered and ask it about a few test images over V2."""
+    print("== deploying digits-cnn (latest version) as 'digits'", flush=True)
+    loom.deploy("digits", "digits-cnn", "latest", min_replicas=1, max_replicas=2)
+    deployment = loom.wait_deployment("digits")
+    url = deployment["urls"]["v2_infer"]
+    print(f"== serving version {deployment['model_version']} at {url}", flush=True)
+    images, labels = test_images(12)
+    request = {
+        "inputs": [
+            {
+                "name": "image",
+                "shape": list(images.shape),
+                "datatype": "FP32",
+                "data": images.ravel().tolist(),
+            }
+        ]
+    }
+    try:
+        response = httpx.post(url, json=request, timeout=30)
+        response.raise_for_status()
+        logits = response.json()["outputs"][0]
+        rows = [logits["data"][i * 10 : (i + 1) * 10] for i in range(len(labels))]
+        right = 0
+        for i, (row, label) in enumerate(zip(rows, labels, strict=True)):
+            predicted = max(range(10), key=row.__getitem__)
+            right += predicted == label
+            mark = "✓" if predicted == label else "✗"
+            print(f"   test image {i:2d}: predicted {predicted}, true label {label}  {mark}")
+        print(f"== {right} of {len(labels)} right; metrics at {deployment['urls']['metrics']}")
+    finally:
+        print("== deleting the deployment", flush=True)
+        loom.delete_deployment("digits")
+    return 0
 
 
 def main() -> int:
@@ -82,7 +136,9 @@ def main() -> int:
                     )
             if accuracy is not None:
                 print(f"== test accuracy: {accuracy:.2%}")
-            return 0 if job["state"] == "COMPLETED" and accuracy is not None else 1
+            if job["state"] != "COMPLETED" or accuracy is None:
+                return 1
+            return serve(loom)
     finally:
         print("== stopping the platform", flush=True)
         server.send_signal(signal.SIGTERM)
