@@ -5,6 +5,7 @@ crash of the platform."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -142,9 +143,13 @@ def test_deploy_predict_list_show_delete(platform: tuple[Server, LoomClient], im
     assert 'loom_deployment_requests_total{deployment="web",code="200"} 2' in metrics
     assert "loom_deployment_request_duration_seconds_bucket" in metrics
     assert [d["name"] for d in client.deployments()] == ["web"]
-    time.sleep(0.3)  # the log is flushed every tick
     log_file = next(server.home.glob("deployments/*/requests.jsonl"))
-    assert log_file.read_text().count('"status":200') == 2
+    deadline = time.monotonic() + 10  # the log is flushed every tick
+    while log_file.read_text().count("\n") < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    records = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert [r["status"] for r in records] == [200, 200, 400]
+    assert '"image"' in records[0]["request"] and "logits" in records[0]["response"]
     pids = [r["pid"] for r in client.deployment("web")["replica_list"]]
     client.delete_deployment("web")
     assert not any(running(pid) for pid in pids)
