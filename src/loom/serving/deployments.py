@@ -72,6 +72,7 @@ class Deployments:
         self.root = home / "deployments"
         self.host = host
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._retries: dict[str, tuple[int, float]] = {}  # id → (restarts in a row, next try)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -342,12 +343,16 @@ class Deployments:
     def supervise(self) -> None:
         with self.db.session() as session:
             rows = list(session.scalars(select(Deployment)))
+        now = time.monotonic()
         for row in rows:
             with self._lock:
-                if self._alive(row) or self._stop.is_set():
+                if self._alive(row):
+                    self._retries.pop(row.id, None)
                     continue
-                if not self._exists(row.id):
+                tries, next_at = self._retries.get(row.id, (0, 0.0))
+                if self._stop.is_set() or now < next_at or not self._exists(row.id):
                     continue
+                self._retries[row.id] = (tries + 1, now + min(60.0, 2.0**tries))
                 log.warning("deployment %s: its gateway is not running; starting it", row.name)
                 try:
                     self._materialize(row)
