@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -151,6 +152,9 @@ def test_deploy_predict_list_show_delete(platform: tuple[Server, LoomClient], im
     assert [r["status"] for r in records] == [200, 200, 400]
     assert '"image"' in records[0]["request"] and "logits" in records[0]["response"]
     pids = [r["pid"] for r in client.deployment("web")["replica_list"]]
+    gateway = int(next(server.home.glob("deployments/*/gateway.pid")).read_text())
+    for pid in [gateway, *pids]:  # no platform settings (admin token, database URL) in them
+        assert b"LOOM_" not in Path(f"/proc/{pid}/environ").read_bytes()
     client.delete_deployment("web")
     assert not any(running(pid) for pid in pids)
     with pytest.raises(httpx.TransportError):

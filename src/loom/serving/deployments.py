@@ -282,6 +282,7 @@ class Deployments:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=folder,
+                env=_gateway_env(),
                 start_new_session=True,
             )
         (folder / PID).write_text(str(child.pid))
@@ -403,3 +404,9 @@ def _bindable(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _gateway_env() -> dict[str, str]:
+    """The platform's environment without its own settings: the admin token, database URL and
+    artifact-store credentials stay out of gateways and replicas."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}

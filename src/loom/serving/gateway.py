@@ -109,7 +109,10 @@ class Gateway:
             response, replica_id = await self.send(request, started)
             status = response.status
             reason = response.start[2] if len(response.start) > 2 else None
-            raw = encode_response(status, response.body, response.headers, reason=reason)
+            keep = request.keep_alive
+            raw = encode_response(
+                status, response.body, response.headers, reason=reason, keep_alive=keep
+            )
             body = response.body
         except _Refused as exc:
             status, body = exc.status, orjson.dumps({"error": exc.message})
@@ -270,6 +273,7 @@ class Gateway:
         await replica.drain(self.spec.drain_timeout_s)
         with contextlib.suppress(ValueError):
             self.replicas.remove(replica)
+        replica.log.unlink(missing_ok=True)  # a replica that crashed keeps its log
 
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
