@@ -1,17 +1,26 @@
-"""Dynamic batching: requests that arrive together run as one batch, bounded by a maximum
-batch size (in samples) and a maximum wait, then each gets its own rows of the result."""
+"""Dynamic batching: requests that arrive together run as one batch, up to a maximum batch size
+(in samples), then each gets its own rows of the result.
+
+Batches run one at a time on the server's inference thread. When the model is idle a request
+runs at once; requests that arrive while a batch runs gather and make up the next one. With a
+`max_wait_s` above zero, a batch that is not full waits that long for more before it runs.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import numpy as np
 
+from loom.serving.observe import Histogram
+
 Arrays = dict[str, np.ndarray[Any, Any]]
+BATCH_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0)
 
 
 @dataclass
@@ -26,64 +35,85 @@ class BatchStats:
     requests: int = 0
     batches: int = 0
     samples: int = 0
-    sizes: list[int] = field(default_factory=list)
+    sizes: Histogram = field(default_factory=lambda: Histogram(BATCH_BUCKETS))
 
 
 class Batcher:
-    """Collects requests on the event loop; runs each batch on a worker thread so the loop
-    goes on collecting the next one."""
-
-    def __init__(self, run: Callable[[Arrays], Arrays], max_batch: int, max_wait_s: float) -> None:
+    def __init__(
+        self,
+        run: Callable[[Arrays], Arrays],
+        max_batch: int,
+        max_wait_s: float,
+        executor: Executor,
+    ) -> None:
         self.run = run
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
+        self.executor = executor
         self.stats = BatchStats()
-        self._pending: list[_Pending] = []
-        self._rows = 0
-        self._timer: asyncio.TimerHandle | None = None
+        self._pending: deque[_Pending] = deque()
+        self._worker: asyncio.Task[None] | None = None
 
     async def submit(self, inputs: Arrays) -> Arrays:
         loop = asyncio.get_running_loop()
         rows = int(next(iter(inputs.values())).shape[0]) if inputs else 1
         item = _Pending(inputs, rows, loop.create_future())
         self._pending.append(item)
-        self._rows += rows
         self.stats.requests += 1
-        if self._rows >= self.max_batch:
-            self._flush()
-        elif self._timer is None:
-            self._timer = loop.call_later(self.max_wait_s, self._flush)
+        if self._worker is None:
+            self._worker = loop.create_task(self._work())
         return await item.future
 
-    def _flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        batch, self._pending, self._rows = self._pending, [], 0
-        if batch:
-            asyncio.get_running_loop().create_task(self._execute(batch))
+    async def _work(self) -> None:
+        try:
+            while self._pending:
+                if self.max_wait_s > 0 and self._rows() < self.max_batch:
+                    await asyncio.sleep(self.max_wait_s)
+                for group in _compatible(self._take()):
+                    await self._execute(group)
+        finally:
+            self._worker = None
 
-    async def _execute(self, batch: list[_Pending]) -> None:
-        for group in _compatible(batch):
-            merged = {
-                name: np.concatenate([p.inputs[name] for p in group]) for name in group[0].inputs
-            }
-            self.stats.batches += 1
-            self.stats.samples += sum(p.rows for p in group)
-            self.stats.sizes.append(sum(p.rows for p in group))
-            try:
-                outputs = await anyio.to_thread.run_sync(self.run, merged)
-            except Exception as exc:
-                for pending in group:
-                    if not pending.future.done():
-                        pending.future.set_exception(exc)
-                continue
-            start = 0
+    def _rows(self) -> int:
+        return sum(p.rows for p in self._pending)
+
+    def _take(self) -> list[_Pending]:
+        """The oldest requests, up to `max_batch` samples (at least one request)."""
+        batch = [self._pending.popleft()]
+        rows = batch[0].rows
+        while self._pending and rows + self._pending[0].rows <= self.max_batch:
+            rows += self._pending[0].rows
+            batch.append(self._pending.popleft())
+        return batch
+
+    async def _execute(self, group: list[_Pending]) -> None:
+        loop = asyncio.get_running_loop()
+        rows = sum(p.rows for p in group)
+        self.stats.batches += 1
+        self.stats.samples += rows
+        self.stats.sizes.observe(rows)
+        if len(group) == 1:
+            merged = group[0].inputs
+        else:
+            names = group[0].inputs
+            merged = {name: np.concatenate([p.inputs[name] for p in group]) for name in names}
+        try:
+            outputs = await loop.run_in_executor(self.executor, self.run, merged)
+        except Exception as exc:
             for pending in group:
-                end = start + pending.rows
                 if not pending.future.done():
-                    pending.future.set_result({k: v[start:end] for k, v in outputs.items()})
-                start = end
+                    pending.future.set_exception(exc)
+            return
+        if len(group) == 1:
+            if not group[0].future.done():
+                group[0].future.set_result(outputs)
+            return
+        start = 0
+        for pending in group:
+            end = start + pending.rows
+            if not pending.future.done():
+                pending.future.set_result({k: v[start:end] for k, v in outputs.items()})
+            start = end
 
 
 def _compatible(batch: list[_Pending]) -> list[list[_Pending]]:

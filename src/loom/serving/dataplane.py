@@ -6,13 +6,17 @@ The REST adapters (V2 and V1) only translate HTTP to these calls and their error
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 import loom
 from loom.serving.batching import Batcher
+from loom.serving.observe import Histogram
 from loom.serving.runtimes import Runtime, TensorSpec
 from loom.serving.tensors import DATATYPES, TensorError, to_array, to_json
 
@@ -26,18 +30,28 @@ class InferenceError(Exception):
         self.status = status
 
 
+INLINE_VALUES = 2048  # unbatched requests up to this many values run on the event loop
+
+
 @dataclass
 class ServedModel:
     name: str
     version: str
     runtime: Runtime
     batcher: Batcher | None = None
+    calls: int = 0
+    inflight: int = 0
+    latency: Histogram = field(default_factory=Histogram)
 
 
 class DataPlane:
+    """The models one server holds. Inference runs on one thread of its own (ONNX Runtime and
+    TorchScript release the GIL), so the event loop goes on reading requests; a small unbatched
+    request runs on the loop itself, as the hop to the thread would cost more than it does."""
+
     def __init__(self) -> None:
         self.models: dict[str, ServedModel] = {}
-        self._calls: dict[str, int] = {}
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loom-infer")
 
     def add(
         self,
@@ -52,7 +66,7 @@ class DataPlane:
         dimension is the batch (shape -1)."""
         batchable = all(spec.shape[:1] == [-1] for spec in runtime.inputs)
         batcher = (
-            Batcher(runtime.infer, max_batch, max_wait_ms / 1000)
+            Batcher(runtime.infer, max_batch, max_wait_ms / 1000, self.executor)
             if max_batch > 1 and batchable
             else None
         )
@@ -110,28 +124,25 @@ class DataPlane:
             raise InferenceError(f"model {served.name!r} needs inputs {', '.join(missing)}")
         return arrays
 
-    def calls(self, served: ServedModel) -> int:
-        return self._calls.get(served.name, 0)
-
-    def run(
-        self, served: ServedModel, inputs: dict[str, np.ndarray[Any, Any]]
-    ) -> dict[str, np.ndarray[Any, Any]]:
-        self._calls[served.name] = self._calls.get(served.name, 0) + 1
-        try:
-            return served.runtime.infer(inputs)
-        except Exception as exc:  # the runtime's error: the request's fault, said plainly
-            raise InferenceError(f"model {served.name!r} could not run the request: {exc}") from exc
-
     async def execute(
         self, served: ServedModel, inputs: dict[str, np.ndarray[Any, Any]]
     ) -> dict[str, np.ndarray[Any, Any]]:
-        """Run now, or with whatever else arrives within the batching window."""
-        if served.batcher is None:
-            return self.run(served, inputs)
+        """Run now, or in a batch with whatever else arrives meanwhile."""
+        started = time.perf_counter()
+        served.inflight += 1
         try:
-            return await served.batcher.submit(inputs)
-        except Exception as exc:
+            if served.batcher is not None:
+                return await served.batcher.submit(inputs)
+            served.calls += 1
+            if sum(a.size for a in inputs.values()) <= INLINE_VALUES:
+                return served.runtime.infer(inputs)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.executor, served.runtime.infer, inputs)
+        except Exception as exc:  # the runtime's error: the request's fault, said plainly
             raise InferenceError(f"model {served.name!r} could not run the request: {exc}") from exc
+        finally:
+            served.inflight -= 1
+            served.latency.observe(time.perf_counter() - started)
 
     async def infer(self, name: str, version: str | None, request: Any) -> dict[str, Any]:
         """A V2 inference request, answered in the V2 response form."""

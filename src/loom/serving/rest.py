@@ -115,20 +115,25 @@ __all__ = ["build_app"]
 
 
 def prometheus(plane: DataPlane) -> str:
-    """Requests, batches and batch sizes per model, in Prometheus' text format."""
+    """Requests, in flight, inference latency, batches and batch sizes per model, in
+    Prometheus' text format."""
     lines = [
         "# TYPE loom_inference_requests_total counter",
+        "# TYPE loom_inference_inflight_requests gauge",
+        "# TYPE loom_inference_duration_seconds histogram",
         "# TYPE loom_inference_batches_total counter",
-        "# TYPE loom_inference_batch_samples_total counter",
+        "# TYPE loom_inference_batch_size histogram",
     ]
     for served in plane.models.values():
         stats = served.batcher.stats if served.batcher else None
-        requests = stats.requests if stats else plane.calls(served)
-        batches = stats.batches if stats else plane.calls(served)
-        label = f'{{model="{served.name}"}}'
+        label = f'model="{served.name}"'
+        requests = stats.requests if stats else served.calls
         lines += [
-            f"loom_inference_requests_total{label} {requests}",
-            f"loom_inference_batches_total{label} {batches}",
-            f"loom_inference_batch_samples_total{label} {stats.samples if stats else 0}",
+            f"loom_inference_requests_total{{{label}}} {requests}",
+            f"loom_inference_inflight_requests{{{label}}} {served.inflight}",
+            *served.latency.lines("loom_inference_duration_seconds", label),
+            f"loom_inference_batches_total{{{label}}} {stats.batches if stats else served.calls}",
         ]
+        if stats:
+            lines += stats.sizes.lines("loom_inference_batch_size", label)
     return "\n".join(lines) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ def to_array(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarra
             flat = np.array([_text(x) for x in flat], dtype=object)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TensorError(f"input {name!r}: data is not {datatype}: {exc}") from exc
-    expected = int(np.prod(shape)) if shape else 1
+    expected = math.prod(shape)
     if flat.size != expected:
         raise TensorError(
             f"input {name!r}: shape {shape} holds {expected} values, the data has {flat.size}"
