@@ -45,11 +45,15 @@ class Batcher:
         max_batch: int,
         max_wait_s: float,
         executor: Executor,
+        alone: Callable[[], bool] = lambda: False,
     ) -> None:
+        """`alone()` tells whether the request being submitted is the only one in flight: it
+        then runs at once on the event loop, as there is nothing to batch it with."""
         self.run = run
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
         self.executor = executor
+        self.alone = alone
         self.stats = BatchStats()
         self._pending: deque[_Pending] = deque()
         self._worker: asyncio.Task[None] | None = None
@@ -57,12 +61,21 @@ class Batcher:
     async def submit(self, inputs: Arrays) -> Arrays:
         loop = asyncio.get_running_loop()
         rows = int(next(iter(inputs.values())).shape[0]) if inputs else 1
+        if self._worker is None and (rows >= self.max_batch or self.alone()):
+            return self._run_now(inputs, rows)  # nothing to wait for: no hop to the thread
         item = _Pending(inputs, rows, loop.create_future())
         self._pending.append(item)
         self.stats.requests += 1
         if self._worker is None:
             self._worker = loop.create_task(self._work())
         return await item.future
+
+    def _run_now(self, inputs: Arrays, rows: int) -> Arrays:
+        self.stats.requests += 1
+        self.stats.batches += 1
+        self.stats.samples += rows
+        self.stats.sizes.observe(rows)
+        return self.run(inputs)
 
     async def _work(self) -> None:
         try:

@@ -46,12 +46,14 @@ class ServedModel:
 
 class DataPlane:
     """The models one server holds. Inference runs on one thread of its own (ONNX Runtime and
-    TorchScript release the GIL), so the event loop goes on reading requests; a small unbatched
-    request runs on the loop itself, as the hop to the thread would cost more than it does."""
+    TorchScript release the GIL), so the event loop goes on reading requests while it runs; a
+    request alone in flight, or a small one, runs on the loop itself, as the hop to the thread
+    would cost more than it saves."""
 
     def __init__(self) -> None:
         self.models: dict[str, ServedModel] = {}
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loom-infer")
+        self.active = 0  # requests begun and not answered, counted by the transport
 
     def add(
         self,
@@ -65,12 +67,20 @@ class DataPlane:
         """Serve a model; with `max_batch` > 1, requests are batched when every input's first
         dimension is the batch (shape -1)."""
         batchable = all(spec.shape[:1] == [-1] for spec in runtime.inputs)
-        batcher = (
-            Batcher(runtime.infer, max_batch, max_wait_ms / 1000, self.executor)
-            if max_batch > 1 and batchable
-            else None
-        )
-        self.models[name] = ServedModel(name, version, runtime, batcher)
+        served = ServedModel(name, version, runtime)
+        if max_batch > 1 and batchable:
+            served.batcher = Batcher(
+                runtime.infer,
+                max_batch,
+                max_wait_ms / 1000,
+                self.executor,
+                alone=self.alone,
+            )
+        self.models[name] = served
+
+    def alone(self) -> bool:
+        """Whether the request at hand is the only one the server is handling."""
+        return self.active <= 1
 
     def model(self, name: str, version: str | None = None) -> ServedModel:
         found = self.models.get(name)
@@ -134,7 +144,7 @@ class DataPlane:
             if served.batcher is not None:
                 return await served.batcher.submit(inputs)
             served.calls += 1
-            if sum(a.size for a in inputs.values()) <= INLINE_VALUES:
+            if self.alone() or sum(a.size for a in inputs.values()) <= INLINE_VALUES:
                 return served.runtime.infer(inputs)
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self.executor, served.runtime.infer, inputs)

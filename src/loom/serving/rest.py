@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loom.serving.dataplane import DataPlane, InferenceError
 
@@ -41,7 +42,7 @@ async def _body(request: Request) -> Any:
 Handler = Callable[[Request, dict[str, str]], Awaitable[Response]]
 
 
-def build_app(plane: DataPlane) -> Starlette:
+def build_app(plane: DataPlane) -> ASGIApp:
     def handle(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
@@ -105,10 +106,24 @@ def build_app(plane: DataPlane) -> Starlette:
     async def unexpected(_r: Request, exc: Exception) -> Response:
         return _error(f"internal error: {type(exc).__name__}", 500)
 
-    return Starlette(
+    app = Starlette(
         routes=routes,
         exception_handlers={404: not_found, 405: not_allowed, Exception: unexpected},
     )
+
+    async def counted(scope: Scope, receive: Receive, send: Send) -> None:
+        """Count the requests this server has begun and not answered (the data plane runs a
+        request on the event loop only when it is the only one)."""
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        plane.active += 1
+        try:
+            await app(scope, receive, send)
+        finally:
+            plane.active -= 1
+
+    return counted
 
 
 __all__ = ["build_app"]
