@@ -33,7 +33,7 @@ def serve(
     host: Annotated[str, typer.Option()] = "127.0.0.1",
     port: Annotated[int, typer.Option()] = 8080,
     batch_size: Annotated[int, typer.Option(help="max samples per batch; 1: no batching")] = 1,
-    batch_wait_ms: Annotated[float, typer.Option(help="max wait for a batch")] = 5.0,
+    batch_wait_ms: Annotated[float, typer.Option(help="max wait for a batch to fill")] = 0.0,
 ) -> None:
     """Serve a model file over the V2 (Open Inference) and V1 protocols, without the platform."""
     argv = [sys.executable, "-m", "loom.serving", path, "--host", host, "--port", str(port)]

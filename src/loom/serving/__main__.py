@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--batch-size", type=int, default=1, help="max samples per batch")
-    parser.add_argument("--batch-wait-ms", type=float, default=5.0, help="max wait for a batch")
+    parser.add_argument("--batch-wait-ms", type=float, default=0.0, help="max wait to fill a batch")
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)  # a gateway's replica
     args = parser.parse_args()
     if args.parent_pid:

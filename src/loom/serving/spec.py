@@ -27,7 +27,7 @@ class DeploymentSpec:
     target_concurrency: float = 8.0
     scale_down_delay_s: float = 30.0
     batch_size: int = 1
-    batch_wait_ms: float = 5.0
+    batch_wait_ms: float = 0.0
     request_log: bool = False
     ready_timeout_s: float = 120.0
     drain_timeout_s: float = 30.0
