@@ -3,6 +3,7 @@ V2 datatype, and bad requests answered with 400/404 and a message, never a 500."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -171,12 +172,98 @@ def test_bad_requests(
     assert words in response.json()["error"]
 
 
-def test_binary_extension_is_refused_clearly(identity: ModelServer) -> None:
-    """A client asking for the binary tensor extension is told to send JSON."""
-    response = httpx.post(f"{identity.url}/v2/models/identity/infer", content=b"x",
-                          headers={"Inference-Header-Content-Length": "1"})  # fmt: skip
+def _binary(datatype: str, data: list[object]) -> bytes:
+    if datatype == "BYTES":
+        return b"".join(len(x.encode()).to_bytes(4, "little") + x.encode() for x in data)  # type: ignore[attr-defined]
+    from loom.serving.tensors import DATATYPES
+
+    return (
+        np.asarray(data, dtype=DATATYPES[datatype])
+        .astype(np.dtype(DATATYPES[datatype]).newbyteorder("<"))
+        .tobytes()
+    )
+
+
+def _split(response: httpx.Response) -> tuple[dict[str, object], bytes]:
+    size = int(response.headers["inference-header-content-length"])
+    return json.loads(response.content[:size]), response.content[size:]
+
+
+def test_binary_tensor_extension_for_every_datatype(identity: ModelServer) -> None:
+    """Inputs sent in binary and outputs asked for in binary keep every datatype's values."""
+    inputs, chunks = [], []
+    for name, (datatype, data) in TYPES.items():
+        chunk = _binary(datatype, data)
+        inputs.append(
+            {
+                "name": f"in_{name}",
+                "shape": [2],
+                "datatype": datatype,
+                "parameters": {"binary_data_size": len(chunk)},
+            }
+        )
+        chunks.append(chunk)
+    head = json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}}).encode()
+    response = httpx.post(
+        f"{identity.url}/v2/models/identity/infer",
+        content=head + b"".join(chunks),
+        headers={"Inference-Header-Content-Length": str(len(head))},
+    )
+    assert response.status_code == 200, response.text
+    answer, section = _split(response)
+    offset = 0
+    outputs = {o["name"]: o for o in answer["outputs"]}  # type: ignore[attr-defined]
+    for name, (datatype, data) in TYPES.items():
+        out = outputs[f"out_{name}"]
+        size = out["parameters"]["binary_data_size"]
+        assert (out["datatype"], out["shape"]) == (datatype, [2]) and "data" not in out
+        assert section[offset : offset + size] == _binary(datatype, data), name
+        offset += size
+    assert offset == len(section)
+    as_json = [
+        {"name": f"in_{n}", "shape": [2], "datatype": t, "data": d} for n, (t, d) in TYPES.items()
+    ]
+    one = {
+        "inputs": as_json,
+        "outputs": [{"name": "out_INT8", "parameters": {"binary_data": True}}],
+    }
+    mixed = httpx.post(f"{identity.url}/v2/models/identity/infer", json=one)
+    mixed_answer, mixed_section = _split(mixed)
+    assert mixed_section == _binary("INT8", [-3, 4])
+    assert [o["name"] for o in mixed_answer["outputs"]] == ["out_INT8"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("header", "size", "words"),
+    [
+        ("999", 4, "Inference-Header-Content-Length"),
+        (None, 3, "takes 4 bytes"),
+        (None, 9, "goes past"),
+    ],
+)
+def test_bad_binary_requests(
+    identity: ModelServer, header: str | None, size: int, words: str
+) -> None:
+    """Binary sizes that do not add up are named, with a 400."""
+    head = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "in_FP32",
+                    "shape": [1],
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": size},
+                }
+            ]
+        }
+    ).encode()
+    response = httpx.post(
+        f"{identity.url}/v2/models/identity/infer",
+        content=head + b"\0" * 4,
+        headers={"Inference-Header-Content-Length": header or str(len(head))},
+    )
     assert response.status_code == 400
-    assert "binary tensor" in response.json()["error"]
+    assert words in response.json()["error"]
 
 
 @pytest.mark.parametrize("file", ["model.onnx", "model.pt"])

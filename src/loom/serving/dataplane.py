@@ -18,7 +18,15 @@ import loom
 from loom.serving.batching import Batcher
 from loom.serving.observe import Histogram
 from loom.serving.runtimes import Runtime, TensorSpec
-from loom.serving.tensors import DATATYPES, TensorError, to_array, to_json
+from loom.serving.tensors import (
+    DATATYPES,
+    TensorError,
+    datatype_of,
+    from_bytes,
+    to_array,
+    to_bytes,
+    to_json,
+)
 
 
 class InferenceError(Exception):
@@ -93,7 +101,7 @@ class DataPlane:
     # -- health and metadata -----------------------------------------------------------------
     @staticmethod
     def server_metadata() -> dict[str, Any]:
-        return {"name": "loom", "version": loom.__version__, "extensions": []}
+        return {"name": "loom", "version": loom.__version__, "extensions": ["binary_tensor_data"]}
 
     def model_metadata(self, name: str, version: str | None = None) -> dict[str, Any]:
         served = self.model(name, version)
@@ -106,12 +114,16 @@ class DataPlane:
         }
 
     # -- inference ---------------------------------------------------------------------------
-    def decode(self, served: ServedModel, request: Any) -> dict[str, np.ndarray[Any, Any]]:
-        """A V2 request's inputs as arrays, checked against the model's inputs."""
+    def decode(
+        self, served: ServedModel, request: Any, binary: bytes = b""
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """A V2 request's inputs as arrays, checked against the model's inputs; `binary` is
+        the request's binary section (the binary tensor data extension)."""
         if not isinstance(request, dict) or not isinstance(request.get("inputs"), list):
             raise InferenceError("the request needs `inputs`: a list of tensors")
         specs = {spec.name: spec for spec in served.runtime.inputs}
         arrays = {}
+        offset = 0
         for tensor in request["inputs"]:
             if not isinstance(tensor, dict):
                 raise InferenceError(f"each input is an object, got {tensor!r}"[:200])
@@ -120,15 +132,26 @@ class DataPlane:
                 raise InferenceError(
                     f"model {served.name!r} has no input {name!r}; its inputs: {', '.join(specs)}"
                 )
-            for key in ("shape", "datatype", "data"):
+            size = _binary_size(tensor)
+            for key in ("shape", "datatype") if size is not None else ("shape", "datatype", "data"):
                 if key not in tensor:
                     raise InferenceError(f"input {name!r} has no `{key}`")
             try:
-                array = to_array(name, str(tensor["datatype"]), tensor["shape"], tensor["data"])
+                if size is None:
+                    array = to_array(name, str(tensor["datatype"]), tensor["shape"], tensor["data"])
+                else:
+                    if offset + size > len(binary):
+                        raise TensorError(f"input {name!r}: binary_data_size {size} goes past "
+                                          f"the {len(binary)} bytes of binary data")  # fmt: skip
+                    raw = binary[offset : offset + size]
+                    array = from_bytes(name, str(tensor["datatype"]), tensor["shape"], raw)
+                    offset += size
             except TensorError as exc:
                 raise InferenceError(str(exc)) from exc
             check(specs[name], array, str(tensor["datatype"]))
             arrays[name] = array
+        if offset != len(binary):
+            raise InferenceError(f"{len(binary) - offset} bytes of binary data belong to no input")
         missing = [name for name in specs if name not in arrays]
         if missing:
             raise InferenceError(f"model {served.name!r} needs inputs {', '.join(missing)}")
@@ -154,25 +177,43 @@ class DataPlane:
             served.inflight -= 1
             served.latency.observe(time.perf_counter() - started)
 
-    async def infer(self, name: str, version: str | None, request: Any) -> dict[str, Any]:
-        """A V2 inference request, answered in the V2 response form."""
+    async def infer(
+        self, name: str, version: str | None, request: Any, binary: bytes = b""
+    ) -> tuple[dict[str, Any], bytes]:
+        """A V2 inference request, answered in the V2 response form, and the response's binary
+        section (empty unless an output was asked for in binary)."""
         served = self.model(name, version)
-        outputs = await self.execute(served, self.decode(served, request))
-        wanted = [str(o.get("name")) for o in request.get("outputs") or [] if isinstance(o, dict)]
-        unknown = [w for w in wanted if w not in outputs]
+        outputs = await self.execute(served, self.decode(served, request, binary))
+        asked = {str(o.get("name")): o for o in request.get("outputs") or [] if isinstance(o, dict)}
+        unknown = [w for w in asked if w not in outputs]
         if unknown:
             raise InferenceError(f"model {name!r} has no output {unknown[0]!r}")
-        names = wanted or list(outputs)
+        tensors, chunks = [], []
+        for output in asked or list(outputs):
+            array = outputs[output]
+            if _wants_binary(request, asked.get(output)):
+                chunk = to_bytes(array)
+                tensors.append(
+                    {
+                        "name": output,
+                        "shape": list(array.shape),
+                        "datatype": datatype_of(array),
+                        "parameters": {"binary_data_size": len(chunk)},
+                    }
+                )
+                chunks.append(chunk)
+            else:
+                tensors.append(to_json(output, array))
         response: dict[str, Any] = {
             "model_name": served.name,
             "model_version": served.version,
-            "outputs": [to_json(n, outputs[n]) for n in names],
+            "outputs": tensors,
         }
         if "id" in request:
             response["id"] = request["id"]
         if isinstance(request.get("parameters"), dict):
             response["parameters"] = {}
-        return response
+        return response, b"".join(chunks)
 
     async def predict(self, name: str, version: str | None, body: Any) -> dict[str, Any]:
         """The V1 protocol: `{"instances": [...]}` → `{"predictions": [...]}` for a model with
@@ -211,3 +252,23 @@ def check(spec: TensorSpec, array: np.ndarray[Any, Any], datatype: str) -> None:
             f"input {spec.name!r} has shape {list(array.shape)}, the model expects "
             f"{spec.shape} (-1: any size)"
         )
+
+
+def _binary_size(tensor: dict[str, Any]) -> int | None:
+    parameters = tensor.get("parameters")
+    size = parameters.get("binary_data_size") if isinstance(parameters, dict) else None
+    if size is None:
+        return None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise InferenceError(f"binary_data_size must be a number of bytes, got {size!r}")
+    return size
+
+
+def _wants_binary(request: dict[str, Any], output: dict[str, Any] | None) -> bool:
+    """The binary extension for an output: asked per output, or for all of them."""
+    if output is not None and isinstance(output.get("parameters"), dict):
+        asked = output["parameters"].get("binary_data")
+        if asked is not None:
+            return bool(asked)
+    parameters = request.get("parameters")
+    return bool(isinstance(parameters, dict) and parameters.get("binary_data_output"))

@@ -81,3 +81,50 @@ def to_json(name: str, array: np.ndarray[Any, Any]) -> dict[str, Any]:
     flat = array.reshape(-1)
     data = [_text(x) for x in flat] if datatype == "BYTES" else flat.tolist()
     return {"name": name, "shape": list(array.shape), "datatype": datatype, "data": data}
+
+
+# -- the binary tensor data extension ---------------------------------------------------------
+def from_bytes(name: str, datatype: str, shape: list[int], raw: bytes) -> np.ndarray[Any, Any]:
+    """A tensor sent in the binary extension: little-endian values, or for BYTES each element
+    as a 4-byte little-endian length and its bytes."""
+    if datatype not in DATATYPES:
+        raise TensorError(f"input {name!r}: unknown datatype {datatype!r}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise TensorError(f"input {name!r}: shape must be a list of sizes, got {shape!r}")
+    count = math.prod(shape)
+    if datatype == "BYTES":
+        return np.array(_split_bytes(name, raw, count), dtype=object).reshape(shape)
+    dtype = np.dtype(DATATYPES[datatype]).newbyteorder("<")
+    if len(raw) != count * dtype.itemsize:
+        raise TensorError(
+            f"input {name!r}: shape {shape} of {datatype} takes {count * dtype.itemsize} bytes, "
+            f"the binary data has {len(raw)}"
+        )
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def _split_bytes(name: str, raw: bytes, count: int) -> list[str]:
+    items, at = [], 0
+    for _ in range(count):
+        if at + 4 > len(raw):
+            raise TensorError(f"input {name!r}: the binary BYTES data ends early")
+        size = int.from_bytes(raw[at : at + 4], "little")
+        if at + 4 + size > len(raw):
+            raise TensorError(f"input {name!r}: the binary BYTES data ends early")
+        items.append(raw[at + 4 : at + 4 + size].decode("utf-8", "replace"))
+        at += 4 + size
+    if at != len(raw):
+        raise TensorError(f"input {name!r}: {len(raw) - at} bytes left after {count} elements")
+    return items
+
+
+def to_bytes(array: np.ndarray[Any, Any]) -> bytes:
+    """An output tensor's values for the binary extension."""
+    if datatype_of(array) == "BYTES":
+        parts = []
+        for item in array.reshape(-1):
+            data = item if isinstance(item, bytes) else str(item).encode()
+            parts += [len(data).to_bytes(4, "little"), data]
+        return b"".join(parts)
+    little = array.astype(array.dtype.newbyteorder("<"), copy=False)
+    return np.ascontiguousarray(little).tobytes()
