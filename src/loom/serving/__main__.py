@@ -42,6 +42,9 @@ def main() -> None:
         port=args.port,
         log_level="warning",
         access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
         # behind a gateway, its pooled connections stay open
         timeout_keep_alive=3600 if args.parent_pid else 5,
     )
