@@ -179,7 +179,13 @@ def model_zip(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 
 def register(client: LoomClient, model_zip: bytes, name: str = "digits") -> None:
-    """Register the digits model (a job that copies it to RESULT_DIR/model)."""
+    """Register the digits model (a job that copies it to RESULT_DIR/model) and wait for the
+    new version: the registry writes it just after the job's COMPLETED is committed."""
+    before = next((m["versions"] for m in client.models() if m["name"] == name), 0)
     job_id = client.submit(manifest("python copy.py", name=name), model_zip)
     finished = wait_for_state(client, job_id, {"COMPLETED", "FAILED", "HALTED"})
     assert finished["state"] == "COMPLETED", finished
+    deadline = time.monotonic() + 30
+    while next((m["versions"] for m in client.models() if m["name"] == name), 0) == before:
+        assert time.monotonic() < deadline, "the model version was never registered"
+        time.sleep(0.05)
