@@ -237,3 +237,38 @@ def test_halt_arriving_while_storing_keeps_completed(rig: Rig) -> None:
     )
     rig.manager.step()
     assert rig.state(job_id) == "COMPLETED"
+
+
+class RecordingRegistry:
+    """Stands in for the model registry: notes the job's state when asked to register."""
+
+    def __init__(self, rig: Rig, fail: bool = False) -> None:
+        self.rig, self.fail = rig, fail
+        self.seen: list[str] = []
+
+    def register(self, job: object, *_args: object) -> object:
+        self.seen.append(self.rig.state(job.id))  # type: ignore[attr-defined]
+        if self.fail:
+            raise OSError("artifact store unreachable")
+        return type("Version", (), {"version": 3})()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_completed_only_once_the_model_is_registered(rig: Rig, fail: bool) -> None:
+    """A client that sees COMPLETED finds the model version: the job is STORING while its model
+    is registered; a registry failure still completes the job, and says so."""
+    registry = RecordingRegistry(rig, fail)
+    rig.manager.registry = registry  # type: ignore[assignment]
+    job_id = rig.submit()
+    rig.manager.step()
+    (handle,) = rig.handles(job_id)
+    rig.launcher.finish(handle, {"state": "COMPLETED", "exit_code": 0})
+    rig.manager.step()
+    assert registry.seen == ["STORING"]
+    with rig.db.session() as session:
+        states = [e.state for e in job_rows.history(session, job_id)]
+        job = job_rows.get_job(session, job_id)
+        assert job is not None
+    assert states[-2:] == ["STORING", "COMPLETED"]
+    expected = "could not be registered" if fail else "registered model version 3"
+    assert expected in job.status_message

@@ -243,10 +243,10 @@ class LifecycleManager:
             self.signals.notify(job_id)
 
     def _register(self, job_id: str) -> None:
-        """A completed job's model becomes a new version in the registry (after the commit:
-        the registry writes in its own transaction)."""
-        if self.registry is None:
-            return
+        """A completed job's model becomes a new version in the registry (in the registry's own
+        transaction, after the one that saw the learners complete), then the job COMPLETED."""
+        assert self.registry is not None
+        message = "all learners completed"
         try:
             with self.db.session() as session:
                 job = job_rows.get_job(session, job_id)
@@ -256,14 +256,14 @@ class LifecycleManager:
             metrics = self.tds.metrics.final(job.id)
             version = self.registry.register(job, json.loads(job.manifest), results, metrics)
             if version is not None:
-                with self.db.session() as session:
-                    stored = job_rows.get_job(session, job_id)
-                    if stored is not None:
-                        stored.status_message = (
-                            f"all learners completed; registered model version {version.version}"
-                        )
-        except Exception:  # a registry failure must not stop the lifecycle
+                message += f"; registered model version {version.version}"
+        except Exception:  # a registry failure must not stop the lifecycle, nor the job
             log.exception("registering the model of job %s failed", job_id)
+            message += "; its model could not be registered (see the platform log)"
+        with self._session() as session:
+            job = self._job(session, job_id)
+            if job.state == JobState.STORING.value:
+                self._transition(session, job, JobState.COMPLETED, message)
 
     def _job(self, session: Session, job_id: str) -> Job:
         job = job_rows.get_job(session, job_id, lock=True)
@@ -371,12 +371,18 @@ class LifecycleManager:
         if new == JobState.FAILED:
             self._gang_failed(session, job, learners)
             return
+        if new == JobState.COMPLETED and self.registry is not None:
+            # Completed once its model is registered, just after this commit: a client that
+            # sees COMPLETED finds the version. STORING until then (again after a crash).
+            if job.state != JobState.STORING.value:
+                self._transition(session, job, JobState.STORING, "registering the model")
+            self._local.completed.append(job.id)
+            return
         messages = {
             JobState.HALTED: "halted by request",
             JobState.COMPLETED: "all learners completed",
         }
-        if self._transition(session, job, new, messages.get(new, "")) and new == JobState.COMPLETED:
-            self._local.completed.append(job.id)
+        self._transition(session, job, new, messages.get(new, ""))
 
     def _gang_failed(self, session: Session, job: Job, learners: list[Learner]) -> None:
         """One learner failed: stop the others within seconds (none may hang in an

@@ -55,6 +55,10 @@ class ModelRegistry:
         name = manifest.model_name or manifest.name
         with self.db.session() as session:
             model = self._model(session, job.owner_id, name, create=True)
+            query = select(ModelVersion).where(ModelVersion.model_id == model.id)
+            done = session.scalars(query.where(ModelVersion.job_id == job.id)).first()
+            if done is not None:  # registered before a crash: once per job
+                return done
             latest = session.scalar(
                 select(func.max(ModelVersion.version)).where(ModelVersion.model_id == model.id)
             )
