@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +192,9 @@ class Deployments:
     # -- what a deployment looks like --------------------------------------------------------
     def view(self, row: Deployment) -> dict[str, Any]:
         status = read_status(self.folder(row)) or {}
-        alive = self._alive(row)
-        if status.get("pid") != self._pid(row):
+        pid = self._pid(row)
+        alive = self._alive(row, pid)
+        if status.get("pid") != pid:
             status = {}  # written by an earlier gateway
         fresh = time.time() - float(status.get("updated_at", 0)) < STALE_STATUS_S
         state = str(status.get("state", "starting")) if alive and fresh else "down"
@@ -294,12 +295,13 @@ class Deployments:
         except (OSError, ValueError):
             return None
 
-    def _alive(self, row: Deployment) -> bool:
+    def _alive(self, row: Deployment, pid: int | None = None) -> bool:
+        """Whether the gateway (`pid`, else the one in its pid file) is running."""
         child = self._children.get(row.id)
         if child is not None and child.poll() is not None:
             self._children.pop(row.id, None)  # reaped
             return False
-        pid = self._pid(row)
+        pid = pid if pid is not None else self._pid(row)
         if pid is None:
             return False
         try:
@@ -310,7 +312,7 @@ class Deployments:
 
     def _signal(self, row: Deployment, sig: signal.Signals) -> None:
         pid = self._pid(row)
-        if pid is not None and self._alive(row):
+        if pid is not None and self._alive(row, pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
 
@@ -367,27 +369,12 @@ class Deployments:
 
 
 def _columns(scaling: Scaling) -> dict[str, Any]:
-    return {
-        "min_replicas": scaling.min_replicas,
-        "max_replicas": scaling.max_replicas,
-        "target_concurrency": scaling.target_concurrency,
-        "scale_down_delay_s": scaling.scale_down_delay_s,
-        "batch_size": scaling.batch_size,
-        "batch_wait_ms": scaling.batch_wait_ms,
-        "request_log": scaling.request_log,
-    }
+    """The scaling settings as the deployment's columns (they have the same names)."""
+    return asdict(scaling)
 
 
 def _columns_of(row: Deployment) -> dict[str, Any]:
-    return {
-        "min_replicas": row.min_replicas,
-        "max_replicas": row.max_replicas,
-        "target_concurrency": row.target_concurrency,
-        "scale_down_delay_s": row.scale_down_delay_s,
-        "batch_size": row.batch_size,
-        "batch_wait_ms": row.batch_wait_ms,
-        "request_log": row.request_log,
-    }
+    return {f.name: getattr(row, f.name) for f in fields(Scaling)}
 
 
 def _display(host: str) -> str:
