@@ -31,7 +31,7 @@ from loom.registry.models import ModelRegistry
 from loom.serving.replicas import free_port
 from loom.serving.spec import PID, STATUS, DeploymentSpec, read_status
 from loom.store.db import Database
-from loom.store.tables import Deployment
+from loom.store.tables import Deployment, ModelVersion
 
 log = logging.getLogger("loom.serving")
 
@@ -102,7 +102,7 @@ class Deployments:
                 updated_at=now,
                 **_columns(scaling),
             )
-            self._materialize(row)
+            self._materialize(row, version)
             session.add(row)
         self._spawn(row)
         return self.view(row)
@@ -145,7 +145,7 @@ class Deployments:
             if ref is not None:
                 version = self.registry.version(owner, row.model_name, ref)
                 row.model_ref, row.model_version = ref, version.version
-                self._materialize(row)
+                self._materialize(row, version)
             row.updated_at = time.time()
         self._write_spec(row)
         self._signal(row, signal.SIGHUP)
@@ -235,13 +235,14 @@ class Deployments:
     def folder(self, row: Deployment) -> Path:
         return self.root / row.id
 
-    def _materialize(self, row: Deployment) -> None:
+    def _materialize(self, row: Deployment, version: ModelVersion | None = None) -> None:
         """The version's files, copied into the deployment's folder (so that serving goes on
         whatever later happens to the registry)."""
         target = self.folder(row) / f"model-v{row.model_version}"
         if target.is_dir():
             return
-        version = self.registry.version(row.owner_id, row.model_name, str(row.model_version))
+        if version is None:
+            version = self.registry.version(row.owner_id, row.model_name, str(row.model_version))
         names = {entry["path"] for entry in version.files}
         if not names & set(MODEL_FILES):
             raise InvalidInput(

@@ -158,7 +158,8 @@ class Gateway:
                 return min(ready, key=lambda r: (r.inflight, r.id))
             if self.stopping.is_set():
                 raise _Refused(503, f"deployment {self.spec.name!r} is stopping")
-            self.ready.clear()
+            if not any(r.state == "ready" for r in self.replicas):
+                self.ready.clear()  # set again when one is
             if not any(r.state == "starting" for r in self.replicas):
                 self.reconcile(time.monotonic(), wanted_now=1)
             remaining = self.spec.ready_timeout_s - (time.monotonic() - started)

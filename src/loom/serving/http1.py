@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-MAX_HEAD = 64 * 1024
 HOP_BY_HOP = frozenset(
     {
         b"connection",
@@ -89,7 +88,7 @@ async def read_message(
             return None
         raise BadMessage("the message ended inside its head") from exc
     except asyncio.LimitOverrunError as exc:
-        raise BadMessage("the request's head is larger than 64 KiB", 431) from exc
+        raise BadMessage("the message head is larger than the reader's limit", 431) from exc
     lines = head[:-4].split(b"\r\n")
     start = lines[0].split(b" ", 2)
     if len(start) < 2:
