@@ -217,3 +217,20 @@ class Deployment(Base):
     request_log: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    # serving security: a public deployment answers without a token
+    public: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+
+
+class DeploymentKey(Base):
+    """A key that calls one deployment's endpoint; only its SHA-256 is kept, as for tokens."""
+
+    __tablename__ = "deployment_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    deployment_id: Mapped[str] = mapped_column(
+        ForeignKey("deployments.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(100))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    last_used_at: Mapped[float | None] = mapped_column(Float)
