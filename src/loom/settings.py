@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -52,6 +52,32 @@ class Settings(BaseSettings):
         default=600.0, description="how long a learner keeps resending to an unreachable API"
     )
 
+    # serving security
+    tls_certfile: Path | None = Field(
+        default=None, description="PEM certificate (chain): the API and deployments serve HTTPS"
+    )
+    tls_keyfile: Path | None = Field(
+        default=None, description="PEM private key of tls_certfile (default: in that file)"
+    )
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Settings:
+        if self.tls_keyfile is not None and self.tls_certfile is None:
+            raise ValueError(
+                f"tls_keyfile is set ({self.tls_keyfile}) but tls_certfile is not: set both "
+                "(LOOM_TLS_CERTFILE, LOOM_TLS_KEYFILE) to serve HTTPS"
+            )
+        return self
+
+    @property
+    def tls(self) -> tuple[Path, Path] | None:
+        """(certificate, key), absolute, when the platform serves HTTPS."""
+        if self.tls_certfile is None:
+            return None
+        cert = self.tls_certfile.expanduser().resolve()
+        key = self.tls_keyfile.expanduser().resolve() if self.tls_keyfile else cert
+        return cert, key
+
     @property
     def home_dir(self) -> Path:
         return self.home.expanduser().resolve()
@@ -63,7 +89,7 @@ class Settings(BaseSettings):
         if self.public_url:
             return self.public_url
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls_certfile else 'http'}://{host}:{self.port}"
 
     @property
     def db_url(self) -> str:

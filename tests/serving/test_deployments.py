@@ -60,13 +60,23 @@ def v2(image: np.ndarray[Any, Any]) -> dict[str, Any]:
     }
 
 
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
 class Load:
-    """Threads sending V2 requests for known images; every answer is checked."""
+    """Threads sending V2 requests for known images (with `token`); every answer is checked."""
 
     def __init__(
-        self, url: str, images: np.ndarray[Any, Any], want: np.ndarray[Any, Any], threads: int
+        self,
+        url: str,
+        images: np.ndarray[Any, Any],
+        want: np.ndarray[Any, Any],
+        threads: int,
+        token: str,
     ) -> None:
         self.url, self.images, self.want = url, images, want.argmax(1)
+        self.headers = bearer(token)
         self.ok = 0
         self.failures: list[str] = []
         self.stop = threading.Event()
@@ -83,7 +93,7 @@ class Load:
             thread.join()
 
     def _run(self, seed: int) -> None:
-        with httpx.Client(timeout=60) as http:
+        with httpx.Client(timeout=60, headers=self.headers) as http:
             i = seed
             while not self.stop.is_set():
                 i = (i + 7) % len(self.images)
@@ -123,23 +133,26 @@ def test_deploy_predict_list_show_delete(platform: tuple[Server, LoomClient], im
     server, client = platform
     pictures, _labels = images
     want = expected(server, client, pictures)
+    owner = bearer(server.admin_token)
     created = client.deploy("web", "digits", "latest", request_log=True)
     assert created["model_version"] == 1
     found = client.wait_deployment("web")
     assert found["replicas"]["ready"] == 1
     endpoint = found["endpoint"]
-    response = httpx.post(found["urls"]["v2_infer"], json=v2(pictures[3]))
+    response = httpx.post(found["urls"]["v2_infer"], json=v2(pictures[3]), headers=owner)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["id"] == "r1" and body["model_name"] == "web" and body["model_version"] == "1"
     assert np.allclose(body["outputs"][0]["data"], want[3], atol=1e-4)
     instances = pictures[:5].tolist()
-    predictions = httpx.post(found["urls"]["v1_predict"], json={"instances": instances}).json()
+    predictions = httpx.post(
+        found["urls"]["v1_predict"], json={"instances": instances}, headers=owner
+    ).json()
     assert np.allclose(predictions["predictions"], want[:5], atol=1e-4)
-    bad = httpx.post(found["urls"]["v2_infer"], content=b"{not json")
+    bad = httpx.post(found["urls"]["v2_infer"], content=b"{not json", headers=owner)
     assert bad.status_code == 400 and "JSON" in bad.json()["error"]
     assert httpx.get(f"{endpoint}/v2/health/ready").json() == {"ready": True}
-    metrics = httpx.get(found["urls"]["metrics"]).text
+    metrics = httpx.get(found["urls"]["metrics"], headers=owner).text
     assert 'loom_deployment_replicas{deployment="web",state="ready"} 1' in metrics
     assert 'loom_deployment_requests_total{deployment="web",code="200"} 2' in metrics
     assert "loom_deployment_request_duration_seconds_bucket" in metrics
@@ -222,7 +235,9 @@ def test_autoscaling_to_zero_and_back(platform: tuple[Server, LoomClient], image
     found = client.wait_deployment("auto", states=("scaled to zero",))
     assert found["replicas"]["ready"] == 0
     seen = 0
-    with Load(found["urls"]["v2_infer"], pictures, want, threads=6) as load:
+    with Load(
+        found["urls"]["v2_infer"], pictures, want, threads=6, token=server.admin_token
+    ) as load:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and seen < 2:
             seen = max(seen, client.deployment("auto")["replicas"]["ready"])
@@ -247,7 +262,9 @@ def test_kill9_replica_under_load_is_replaced(
     client.deploy("sturdy", "digits", min_replicas=2, max_replicas=2)
     found = wait_for(client, "sturdy", lambda d: d["replicas"]["ready"] == 2)
     victim = found["replica_list"][0]
-    with Load(found["urls"]["v2_infer"], pictures, want, threads=4) as load:
+    with Load(
+        found["urls"]["v2_infer"], pictures, want, threads=4, token=server.admin_token
+    ) as load:
         time.sleep(1)
         before = load.ok
         os.kill(victim["pid"], signal.SIGKILL)
@@ -275,7 +292,9 @@ def test_rolling_update_and_platform_crash(
     register(client, model_zip)  # version 2, same weights
     client.deploy("roll", "digits", "1", min_replicas=1)
     found = client.wait_deployment("roll")
-    with Load(found["urls"]["v2_infer"], pictures, want, threads=3) as load:
+    with Load(
+        found["urls"]["v2_infer"], pictures, want, threads=3, token=server.admin_token
+    ) as load:
         client.update_deployment("roll", version="latest")
         rolled = wait_for(client, "roll", lambda d: d["serving_version"] == "2" and
                           [r["version"] for r in d["replica_list"]] == ["2"])  # fmt: skip
@@ -283,7 +302,12 @@ def test_rolling_update_and_platform_crash(
         time.sleep(1)
     assert load.failures == [] and load.ok > 0
     assert rolled["model_version"] == 2
-    assert httpx.post(rolled["urls"]["v2_infer"], json=v2(pictures[0])).status_code == 200
+    assert (
+        httpx.post(
+            rolled["urls"]["v2_infer"], json=v2(pictures[0]), headers=bearer(server.admin_token)
+        ).status_code
+        == 200
+    )
     server.start()
     with server.client() as again:
         after = again.wait_deployment("roll")
@@ -296,6 +320,8 @@ def test_rolling_update_and_platform_crash(
             return bool(d["state"] == "ready" and int(pid_file.read_text()) != gateway)
 
         back = wait_for(again, "roll", restarted, timeout=30)
-        response = httpx.post(back["urls"]["v2_infer"], json=v2(pictures[0]))
+        response = httpx.post(
+            back["urls"]["v2_infer"], json=v2(pictures[0]), headers=bearer(server.admin_token)
+        )
         assert response.status_code == 200
     stop_deployments(server.home)

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+from pathlib import Path
 
 import uvicorn
 
@@ -19,9 +20,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="loom server")
     parser.add_argument("--host")
     parser.add_argument("--port", type=int)
+    parser.add_argument("--certfile", type=Path, help="PEM certificate: serve HTTPS")
+    parser.add_argument("--keyfile", type=Path, help="PEM private key of --certfile")
     args = parser.parse_args()
-    overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
-    settings = Settings(**overrides)
+    given = {
+        "host": args.host,
+        "port": args.port,
+        "tls_certfile": args.certfile,
+        "tls_keyfile": args.keyfile,
+    }
+    settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    tls = settings.tls
+    for path in tls or ():
+        if not path.is_file():
+            raise SystemExit(f"loom server: TLS certificate or key {path} is not a readable file")
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port()})
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -31,7 +43,14 @@ def main() -> None:
     settings.home_dir.mkdir(parents=True, exist_ok=True)
     write_private(settings.home_dir / "server.json", json.dumps({"url": url, "pid": os.getpid()}))
     print(f"Loom is running at {url} (state in {settings.home_dir})", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from loom.domain.errors import (
     LoomError,
     NotFound,
     PayloadTooLarge,
+    PlatformError,
     Unauthorized,
 )
 
@@ -29,6 +30,7 @@ STATUS: list[tuple[type[LoomError], int]] = [
     (NotFound, 404),
     (Conflict, 409),
     (PayloadTooLarge, 413),
+    (PlatformError, 503),  # the platform could not do it now; the message says why
 ]
 
 

@@ -10,6 +10,7 @@ from loom.launchers.base import Launcher
 from loom.lifecycle.manager import LifecycleManager
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
+from loom.serving.spec import Tls
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import users as user_rows
@@ -69,7 +70,8 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     lifecycle = LifecycleManager(
         settings, db, launcher or make_launcher(settings), artifacts, tds, registry
     )
-    deployments = Deployments(db, registry, home, settings.serving_host)
+    tls = Tls(*(str(path) for path in settings.tls)) if settings.tls else None
+    deployments = Deployments(db, registry, home, settings.serving_host, tls)
     return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments)
 
 

@@ -1,4 +1,5 @@
-"""`loom deploy MODEL[:VERSION|@ALIAS]` and `loom deployments list|show|update|delete`."""
+"""`loom deploy MODEL[:VERSION|@ALIAS]`, `loom deployments list|show|update|delete` and
+`loom deployments keys create|list|revoke`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from loom.cli.common import client, console, err
 from loom.client import ClientError
 
 app = typer.Typer(help="Deployments: registered models served over REST.", no_args_is_help=True)
+keys = typer.Typer(
+    help="Keys that call a deployment's endpoint (Authorization: Bearer KEY).", no_args_is_help=True
+)
+app.add_typer(keys, name="keys")
 
 MinReplicas = Annotated[
     int | None, typer.Option("--min-replicas", help="0 scales to zero when idle")
@@ -65,7 +70,8 @@ def _print(found: dict[str, Any]) -> None:
         f"  replicas   {_replicas(found)} (min {found['min_replicas']}, "
         f"max {found['max_replicas']}, target {found['target_concurrency']:g} in flight each)"
     )
-    console.print(f"  endpoint   {found['endpoint']}")
+    access = "public: no token needed" if found.get("public") else "needs a token or a key"
+    console.print(f"  endpoint   {found['endpoint']} ({access})")
     console.print(f"  V2 infer   POST {found['urls']['v2_infer']}")
     console.print(f"  V1 predict POST {found['urls']['v1_predict']}")
     console.print(f"  metrics    {found['urls']['metrics']}")
@@ -84,6 +90,9 @@ def deploy(
     batch_wait_ms: BatchWait = None,
     request_log: RequestLog = None,
     port: Annotated[int | None, typer.Option(help="endpoint port; default: a free one")] = None,
+    public: Annotated[
+        bool, typer.Option("--public", help="answer without a token (default: token or key)")
+    ] = False,
     wait: Annotated[bool, typer.Option(help="wait until it serves")] = True,
 ) -> None:
     """Serve a registered model version behind one endpoint (V2 and V1 protocols)."""
@@ -97,6 +106,7 @@ def deploy(
         batch_wait_ms=batch_wait_ms,
         request_log=request_log,
         port=port,
+        public=public or None,
     )
     with client() as loom:
         found = loom.deploy(name, model_name, version, **options)
@@ -146,7 +156,7 @@ def show(
     for replica in found["replica_list"]:
         console.print(
             f"  replica {replica['id']}: {replica['state']}, pid {replica['pid']}, "
-            f"port {replica['port']}, version {replica['version']}"
+            f"version {replica['version']}"
         )
 
 
@@ -163,8 +173,13 @@ def update(
     batch_size: BatchSize = None,
     batch_wait_ms: BatchWait = None,
     request_log: RequestLog = None,
+    public: Annotated[
+        bool | None,
+        typer.Option("--public/--private", help="answer without a token, or only with one"),
+    ] = None,
 ) -> None:
-    """Change replicas, batching, or the model version (rolled out without dropping requests)."""
+    """Change replicas, batching, the model version (rolled out without dropping requests), or
+    whether it answers without a token."""
     changes = _options(
         version=version,
         min_replicas=min_replicas,
@@ -174,9 +189,12 @@ def update(
         batch_size=batch_size,
         batch_wait_ms=batch_wait_ms,
         request_log=request_log,
+        public=public,
     )
     if not changes:
-        raise typer.BadParameter("nothing to change: give --version or a scaling option")
+        raise typer.BadParameter(
+            "nothing to change: give --version, a scaling option, --public or --private"
+        )
     with client() as loom:
         found = loom.update_deployment(name, **changes)
     _print(found)
@@ -188,3 +206,38 @@ def delete(name: str) -> None:
     with client() as loom:
         loom.delete_deployment(name)
     console.print(f"deleted deployment {name}")
+
+
+@keys.command("create")
+def create_key(
+    name: Annotated[str, typer.Argument(help="the deployment")],
+    key_name: Annotated[str, typer.Option("--name", "-n", help="what the key is for")] = "key",
+) -> None:
+    """A new key for the deployment; its value is shown this once."""
+    with client() as loom:
+        created = loom.create_deployment_key(name, key_name)
+    console.print(f"key {created['id']} ({created['name']}) for deployment {name}:")
+    console.print(created["key"], soft_wrap=True, highlight=False)
+    err.print("Keep it now: it is not shown again. Send it as `Authorization: Bearer KEY`.")
+
+
+@keys.command("list")
+def list_keys(name: Annotated[str, typer.Argument(help="the deployment")]) -> None:
+    """The deployment's keys (never their values) and when each was last used."""
+    with client() as loom:
+        found = loom.deployment_keys(name)
+    table = Table("ID", "NAME", "CREATED", "LAST USED")
+    for key in found:
+        table.add_row(key["id"], key["name"], key["created_at"], key["last_used_at"] or "never")
+    console.print(table)
+
+
+@keys.command("revoke")
+def revoke_key(
+    name: Annotated[str, typer.Argument(help="the deployment")],
+    key_id: Annotated[str, typer.Argument(help="the key's id (`loom deployments keys list`)")],
+) -> None:
+    """The key stops working within seconds."""
+    with client() as loom:
+        loom.revoke_deployment_key(name, key_id)
+    console.print(f"revoked key {key_id} of deployment {name}")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Annotated
+
 import typer
 
 from loom.cli import deployments, jobs, models, users
@@ -13,6 +16,24 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+@app.callback()
+def options(
+    cacert: Annotated[
+        str | None,
+        typer.Option(
+            "--cacert",
+            envvar="LOOM_CA_BUNDLE",
+            help="CA bundle (PEM) that the platform's HTTPS certificate is checked against",
+        ),
+    ] = None,
+) -> None:
+    """Loom: submit, run and follow deep-learning training jobs; serve their models."""
+    if cacert:
+        os.environ["LOOM_CA_BUNDLE"] = cacert  # what every client of this command trusts
+
+
 app.command()(server)
 app.command()(serve)
 jobs.register(app)

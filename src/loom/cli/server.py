@@ -16,13 +16,17 @@ import typer
 def server(
     host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
     port: Annotated[int | None, typer.Option(help="port; 0 picks a free one")] = None,
+    certfile: Annotated[
+        str | None, typer.Option(help="PEM certificate: serve the API and deployments over HTTPS")
+    ] = None,
+    keyfile: Annotated[str | None, typer.Option(help="PEM private key of --certfile")] = None,
 ) -> None:
     """Start the embedded platform: API and lifecycle, state under LOOM_HOME."""
     argv = [sys.executable, "-m", "loom.api"]
-    if host is not None:
-        argv += ["--host", host]
-    if port is not None:
-        argv += ["--port", str(port)]
+    given = {"--host": host, "--port": port, "--certfile": certfile, "--keyfile": keyfile}
+    for option, value in given.items():
+        if value is not None:
+            argv += [option, str(value)]
     sys.stdout.flush()
     os.execv(sys.executable, argv)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,11 +57,27 @@ def _raise_for(response: httpx.Response) -> None:
     raise ClientError(f"{message} (HTTP {response.status_code})", response.status_code, code)
 
 
+def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
+    """What HTTPS trusts: the CA bundle given, else `LOOM_CA_BUNDLE`, else the system's."""
+    bundle = ca_bundle or os.environ.get("LOOM_CA_BUNDLE")
+    if not bundle:
+        return True
+    try:
+        return ssl.create_default_context(cafile=bundle)
+    except (OSError, ssl.SSLError) as exc:
+        why = getattr(exc, "strerror", None) or type(exc).__name__
+        raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
+
+
 class LoomClient:
-    def __init__(self, url: str, token: str | None, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
+    ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout, verify=tls_verify(ca_bundle)
+        )
 
     @classmethod
     def from_env(cls, home: Path | None = None) -> LoomClient:
@@ -280,7 +297,8 @@ class LoomClient:
         self, name: str, model: str, version: str | int = "latest", **options: Any
     ) -> dict[str, Any]:
         """Serve a version of a model; `options`: min_replicas, max_replicas,
-        target_concurrency, scale_down_delay_s, batch_size, batch_wait_ms, request_log, port."""
+        target_concurrency, scale_down_delay_s, batch_size, batch_wait_ms, request_log, port,
+        public (answer without a token)."""
         body = {"name": name, "model": model, "version": version, **options}
         result: dict[str, Any] = self._request("POST", "/v1/deployments", json=body).json()
         return result
@@ -301,6 +319,21 @@ class LoomClient:
 
     def delete_deployment(self, name: str) -> None:
         self._request("DELETE", f"/v1/deployments/{name}")
+
+    def create_deployment_key(self, name: str, key_name: str = "key") -> dict[str, Any]:
+        """A key for the deployment's endpoint; its value (`key`) is shown only now."""
+        body = {"name": key_name}
+        response = self._request("POST", f"/v1/deployments/{name}/keys", json=body)
+        result: dict[str, Any] = response.json()
+        return result
+
+    def deployment_keys(self, name: str) -> list[dict[str, Any]]:
+        response = self._request("GET", f"/v1/deployments/{name}/keys")
+        found: list[dict[str, Any]] = response.json()["keys"]
+        return found
+
+    def revoke_deployment_key(self, name: str, key_id: str) -> None:
+        self._request("DELETE", f"/v1/deployments/{name}/keys/{key_id}")
 
     def wait_deployment(
         self, name: str, *, timeout: float = 120.0, states: tuple[str, ...] = ("ready",)

@@ -1,5 +1,6 @@
-"""`python -m loom.serving PATH [--name N] [--port P]`: serve a model file (or a model folder)
-over the V2 and V1 REST protocols, without the platform; what `loom serve` runs."""
+"""`python -m loom.serving PATH [--name N] [--port P | --uds SOCKET]`: serve a model file (or a
+model folder) over the V2 and V1 REST protocols, without the platform; what `loom serve` runs,
+and what a deployment's gateway runs as a replica (on a unix socket)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def main() -> None:
     parser.add_argument("--version", default="1")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--uds", help="listen on this unix socket instead of a TCP port")
     parser.add_argument("--batch-size", type=int, default=1, help="max samples per batch")
     parser.add_argument("--batch-wait-ms", type=float, default=0.0, help="max wait to fill a batch")
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)  # a gateway's replica
@@ -35,11 +37,13 @@ def main() -> None:
     plane.add(
         name, args.version, load(path), max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
     )
-    print(f"serving {name!r} from {path} at http://{args.host}:{args.port}/v2", flush=True)
+    where = f"unix socket {args.uds}" if args.uds else f"http://{args.host}:{args.port}/v2"
+    print(f"serving {name!r} version {args.version} at {where}", flush=True)
     uvicorn.run(
         build_app(plane),
         host=args.host,
         port=args.port,
+        uds=args.uds,
         log_level="warning",
         access_log=False,
         proxy_headers=False,

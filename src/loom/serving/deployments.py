@@ -2,9 +2,11 @@
 (`loom.serving.gateway`) with its replicas, one endpoint (port) each.
 
 The platform stores what was asked, copies the version's files into the deployment's folder,
-writes the gateway's `spec.json` and starts the gateway in a session of its own; it reads back
-the gateway's `status.json`. Gateways outlive the platform, and a supervisor thread starts again
-any gateway that is not running (after a crash of its own, or of the machine).
+writes the gateway's `spec.json` and `access.json` (who may call it) and starts the gateway in a
+session of its own, with an allow-listed environment; it reads back the gateway's `status.json`.
+Gateways outlive the platform, and a supervisor thread starts again any gateway that is not
+running (after a crash of its own, or of the machine) and renders each `access.json` again when
+keys or the owner's tokens change.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -26,10 +29,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from loom.domain.errors import Conflict, InvalidInput, NotFound
+from loom.domain.errors import Conflict, InvalidInput, NotFound, PlatformError
 from loom.registry.models import ModelRegistry
+from loom.serving.environment import serving_env
+from loom.serving.keys import DeploymentAccess
 from loom.serving.replicas import free_port
-from loom.serving.spec import PID, STATUS, DeploymentSpec, read_status
+from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
 from loom.store.db import Database
 from loom.store.tables import Deployment, ModelVersion
 
@@ -65,12 +70,19 @@ class Scaling:
 
 class Deployments:
     def __init__(
-        self, db: Database, registry: ModelRegistry, home: Path, host: str = "127.0.0.1"
+        self,
+        db: Database,
+        registry: ModelRegistry,
+        home: Path,
+        host: str = "127.0.0.1",
+        tls: Tls | None = None,
     ) -> None:
         self.db = db
         self.registry = registry
         self.root = home / "deployments"
         self.host = host
+        self.tls = tls
+        self.access = DeploymentAccess(db)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._retries: dict[str, tuple[int, float]] = {}  # id → (restarts in a row, next try)
         self._lock = threading.Lock()
@@ -79,7 +91,15 @@ class Deployments:
 
     # -- requests ----------------------------------------------------------------------------
     def create(
-        self, owner: str, name: str, model: str, ref: str, scaling: Scaling, port: int | None
+        self,
+        owner: str,
+        name: str,
+        model: str,
+        ref: str,
+        scaling: Scaling,
+        port: int | None,
+        *,
+        public: bool = False,
     ) -> dict[str, Any]:
         scaling = scaling.checked()
         version = self.registry.version(owner, model, ref)
@@ -100,11 +120,14 @@ class Deployments:
                 port=self._port(session, port),
                 created_at=now,
                 updated_at=now,
+                public=public,
                 **_columns(scaling),
             )
-            self._materialize(row, version)
+            with _without_paths(f"deployment {name!r}: its model files could not be copied"):
+                self._materialize(row, version)
             session.add(row)
-        self._spawn(row)
+        with _without_paths(f"deployment {name!r} could not be started"):
+            self._spawn(row)
         return self.view(row)
 
     def _port(self, session: Session, wanted: int | None) -> int:
@@ -129,10 +152,16 @@ class Deployments:
         return self.view(self._row(owner, name))
 
     def update(
-        self, owner: str, name: str, changes: dict[str, Any], ref: str | None
+        self,
+        owner: str,
+        name: str,
+        changes: dict[str, Any],
+        ref: str | None,
+        *,
+        public: bool | None = None,
     ) -> dict[str, Any]:
         """New scaling, batching or model version; the gateway rolls replicas over without
-        dropping a request."""
+        dropping a request. Made public or private, it answers accordingly within a second."""
         with self._lock, self.db.session() as session:
             row = self._row(owner, name, session)
             current = Scaling(**_columns_of(row))
@@ -145,9 +174,14 @@ class Deployments:
             if ref is not None:
                 version = self.registry.version(owner, row.model_name, ref)
                 row.model_ref, row.model_version = ref, version.version
-                self._materialize(row, version)
+                with _without_paths(f"deployment {name!r}: its model files could not be copied"):
+                    self._materialize(row, version)
+            if public is not None:
+                row.public = public
             row.updated_at = time.time()
-        self._write_spec(row)
+        with _without_paths(f"deployment {name!r} could not be updated"):
+            self.access.sync(row, self.folder(row))
+            self._write_spec(row)
         self._signal(row, signal.SIGHUP)
         return self.view(row)
 
@@ -162,6 +196,7 @@ class Deployments:
             if self._alive(row):
                 self._signal(row, signal.SIGKILL)
             self._children.pop(row.id, None)
+            self.access.forget(row)
             with self.db.session() as session:
                 found = session.get(Deployment, row.id)
                 if found is not None:
@@ -189,6 +224,26 @@ class Deployments:
             raise NotFound(f"no deployment {name!r}")
         return found
 
+    # -- keys --------------------------------------------------------------------------------
+    def create_key(self, owner: str, name: str, key_name: str) -> dict[str, Any]:
+        """A key that calls this deployment (shown once); it works within a second."""
+        row = self._row(owner, name)
+        created = self.access.create(row, key_name)
+        with _without_paths(f"deployment {name!r}: its access rules could not be written"):
+            self.access.sync(row, self.folder(row))
+        return created
+
+    def keys(self, owner: str, name: str) -> list[dict[str, Any]]:
+        row = self._row(owner, name)
+        return self.access.list(row, self.folder(row))
+
+    def revoke_key(self, owner: str, name: str, key_id: str) -> None:
+        """The key stops working within a second."""
+        row = self._row(owner, name)
+        self.access.revoke(row, key_id)
+        with _without_paths(f"deployment {name!r}: its access rules could not be written"):
+            self.access.sync(row, self.folder(row))
+
     # -- what a deployment looks like --------------------------------------------------------
     def view(self, row: Deployment) -> dict[str, Any]:
         status = read_status(self.folder(row)) or {}
@@ -200,7 +255,8 @@ class Deployments:
         state = str(status.get("state", "starting")) if alive and fresh else "down"
         if alive and not status:
             state = "starting"
-        endpoint = f"http://{_display(self.host)}:{row.port}"
+        scheme = "https" if self.tls else "http"
+        endpoint = f"{scheme}://{_display(self.host)}:{row.port}"
         replicas = status.get("replicas") or {
             "ready": 0,
             "starting": 0,
@@ -214,7 +270,9 @@ class Deployments:
             "model_version": row.model_version,
             "serving_version": status.get("model_version"),
             "state": state,
-            "message": status.get("message") or ("" if alive else self._gateway_tail(row)),
+            "message": redact_paths(
+                status.get("message") or ("" if alive else self._gateway_tail(row))
+            ),
             "endpoint": endpoint,
             "urls": {
                 "v2_infer": f"{endpoint}/v2/models/{row.name}/infer",
@@ -224,6 +282,7 @@ class Deployments:
             "replicas": replicas,
             "replica_list": status.get("replica_list", []),
             **_columns_of(row),
+            "public": row.public,
             "requests": status.get("requests", 0),
             "restarts": status.get("restarts", 0),
             "last_cold_start_s": status.get("last_cold_start_s"),
@@ -265,6 +324,8 @@ class Deployments:
             model_version=str(row.model_version),
             host=self.host,
             port=row.port,
+            certfile=self.tls.certfile if self.tls else "",
+            keyfile=self.tls.keyfile if self.tls else "",
             **_columns_of(row),
         )
 
@@ -274,6 +335,7 @@ class Deployments:
     def _spawn(self, row: Deployment) -> None:
         folder = self.folder(row)
         folder.mkdir(parents=True, exist_ok=True)
+        self.access.sync(row, folder)
         self._write_spec(row)
         (folder / PID).unlink(missing_ok=True)
         (folder / STATUS).unlink(missing_ok=True)  # the last gateway's: no longer true
@@ -284,7 +346,7 @@ class Deployments:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=folder,
-                env=_gateway_env(),
+                env=serving_env(),
                 start_new_session=True,
             )
         (folder / PID).write_text(str(child.pid))
@@ -349,6 +411,7 @@ class Deployments:
             rows = list(session.scalars(select(Deployment)))
         now = time.monotonic()
         for row in rows:
+            self._sync_access(row)
             with self._lock:
                 if self._alive(row):
                     self._retries.pop(row.id, None)
@@ -364,6 +427,15 @@ class Deployments:
                 except Exception as exc:
                     log.warning("deployment %s could not be started: %s", row.name, exc)
 
+    def _sync_access(self, row: Deployment) -> None:
+        """Keys or the owner's tokens may have changed since the last tick."""
+        if not self.folder(row).is_dir():
+            return
+        try:
+            self.access.sync(row, self.folder(row))
+        except OSError as exc:
+            log.warning("deployment %s: access rules not written: %s", row.name, exc.strerror)
+
     def _exists(self, deployment_id: str) -> bool:
         with self.db.session() as session:
             return session.get(Deployment, deployment_id) is not None
@@ -376,6 +448,17 @@ def _columns(scaling: Scaling) -> dict[str, Any]:
 
 def _columns_of(row: Deployment) -> dict[str, Any]:
     return {f.name: getattr(row, f.name) for f in fields(Scaling)}
+
+
+@contextlib.contextmanager
+def _without_paths(what: str) -> Iterator[None]:
+    """An OSError as a PlatformError that says what failed and why, but not the server's paths
+    (its message names them); the log keeps the whole error."""
+    try:
+        yield
+    except OSError as exc:
+        log.warning("%s: %s", what, exc)
+        raise PlatformError(f"{what}: {exc.strerror or type(exc).__name__}") from exc
 
 
 def _display(host: str) -> str:
@@ -392,9 +475,3 @@ def _bindable(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _gateway_env() -> dict[str, str]:
-    """The platform's environment without its own settings: the admin token, database URL and
-    artifact-store credentials stay out of gateways and replicas."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}

@@ -7,6 +7,11 @@ the maximum with the autoscaler — down to zero, starting a replica when a requ
 drains a replica before stopping it. It reads `spec.json` from FOLDER (again on SIGHUP), writes
 `status.json` there, and drains everything on SIGTERM. It runs in its own session, so it goes on
 serving while the platform restarts.
+
+Every request but the health probes needs a bearer token the deployment accepts (`access.py`)
+unless the deployment is public; the token goes no further than the gateway. Replicas listen on
+unix sockets in FOLDER/run (mode 0700), the gateway's working directory. With a certificate in
+the spec, the endpoint is HTTPS.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Collection, Coroutine
@@ -23,19 +29,26 @@ from typing import Any
 
 import orjson
 
+from loom.serving.access import ACCESS, AccessList
 from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.http1 import BadMessage, Message, encode_response, read_message
 from loom.serving.observe import Histogram, RequestLog, labelled
-from loom.serving.replicas import Replica, ReplicaGone, free_port, generation
-from loom.serving.spec import PID, STATUS, DeploymentSpec, write_atomic
+from loom.serving.replicas import Replica, ReplicaGone, generation, private_sockets, socket_path
+from loom.serving.spec import PID, STATUS, DeploymentSpec, redact_paths, write_atomic
 
 TICK_S = 0.1
 MAX_REQUEST = 64 * 2**20
 JSON = [(b"content-type", b"application/json")]
+CHALLENGE = [*JSON, (b"www-authenticate", b"Bearer")]
+HEALTH = frozenset({"/v2/health/live", "/v2/health/ready"})  # open: they tell nothing
 
 
 def _error(status: int, message: str, keep_alive: bool = True) -> bytes:
     return encode_response(status, orjson.dumps({"error": message}), JSON, keep_alive=keep_alive)
+
+
+def _unauthorized(message: str) -> bytes:
+    return encode_response(401, orjson.dumps({"error": message}), CHALLENGE)
 
 
 def policy(spec: DeploymentSpec) -> Policy:
@@ -64,6 +77,9 @@ class Gateway:
         self.message = ""
         self.stopping = asyncio.Event()
         self.log = RequestLog(folder / "requests.jsonl") if spec.request_log else None
+        self.access = AccessList(folder / ACCESS)
+        self.access.refresh(time.monotonic(), force=True)
+        self.tls: ssl.SSLContext | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- serving -----------------------------------------------------------------------------
@@ -90,6 +106,11 @@ class Gateway:
 
     async def respond(self, request: Message) -> bytes:
         path = request.target.split("?", 1)[0]
+        if path not in HEALTH:
+            refused = self.access.refusal(request.header(b"authorization"))
+            if refused is not None:
+                self.requests[401] = self.requests.get(401, 0) + 1
+                return _unauthorized(refused)
         if path == "/metrics":
             body = (await self.prometheus()).encode()
             return encode_response(200, body, [(b"content-type", b"text/plain; version=0.0.4")])
@@ -163,9 +184,8 @@ class Gateway:
             if not any(r.state == "starting" for r in self.replicas):
                 self.reconcile(time.monotonic(), wanted_now=1)
             remaining = self.spec.ready_timeout_s - (time.monotonic() - started)
-            if remaining <= 0:
-                detail = f": {self.message}" if self.message else ""
-                raise _Refused(503, f"no replica of {self.spec.name!r} became ready{detail}")
+            if remaining <= 0:  # why is for the owner (status.json), not for every caller
+                raise _Refused(503, f"no replica of {self.spec.name!r} became ready")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.ready.wait(), min(remaining, 1.0))
 
@@ -199,7 +219,7 @@ class Gateway:
     def start_replica(self) -> Replica:
         replica = Replica(
             id=self.next_id,
-            port=free_port(),
+            socket=socket_path(self.next_id),
             generation=generation(self.spec),
             log=self.folder / f"replica-{self.next_id}.log",
         )
@@ -262,7 +282,7 @@ class Gateway:
             self.replicas.remove(replica)
         self.failures += 1
         self.backoff_until = time.monotonic() + min(30.0, 0.5 * 2**self.failures)
-        self.message = message
+        self.message = redact_paths(message)
         print(message, file=sys.stderr, flush=True)
 
     def retire(self, replica: Replica) -> None:
@@ -287,6 +307,7 @@ class Gateway:
         written: dict[str, Any] = {}
         while not self.stopping.is_set():
             now = time.monotonic()
+            self.access.refresh(now)
             self.autoscaler.sample(now, self.inflight)
             self.reconcile(now)
             status = self.status()
@@ -305,6 +326,11 @@ class Gateway:
             return
         self.autoscaler.policy = policy(self.spec)
         self.backoff_until, self.failures = 0.0, 0
+        if self.tls is not None:  # a renewed certificate, same files
+            try:
+                self.tls.load_cert_chain(self.spec.certfile, self.spec.keyfile)
+            except (OSError, ssl.SSLError) as exc:
+                print(f"certificate not reloaded: {exc}", file=sys.stderr, flush=True)
         if self.spec.request_log and self.log is None:
             self.log = RequestLog(self.folder / "requests.jsonl")
         elif not self.spec.request_log and self.log is not None:
@@ -338,13 +364,14 @@ class Gateway:
         return {
             "state": state,
             "pid": os.getpid(),
-            "endpoint": f"http://{self.spec.host}:{self.port}",
+            "endpoint": f"{'https' if self.tls else 'http'}://{self.spec.host}:{self.port}",
             "model_version": self.spec.model_version,
             "replicas": {**counts, "desired": self.desired},
             "replica_list": [
-                {"id": r.id, "pid": r.pid, "port": r.port, "state": r.state, "version": r.version}
+                {"id": r.id, "pid": r.pid, "state": r.state, "version": r.version}
                 for r in sorted(self.replicas, key=lambda r: r.id)
             ],
+            "keys_used": dict(self.access.used),
             "inflight": self.inflight,
             "requests": sum(self.requests.values()),
             "restarts": self.restarts,
@@ -397,11 +424,21 @@ class _Refused(Exception):
         self.message = message
 
 
+def tls_context(spec: DeploymentSpec) -> ssl.SSLContext | None:
+    if not spec.certfile:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(spec.certfile, spec.keyfile or None)
+    return context
+
+
 async def run(folder: Path) -> None:
     spec = DeploymentSpec.read(folder)
+    private_sockets(folder)
     gateway = Gateway(folder, spec)
+    gateway.tls = tls_context(spec)
     server = await asyncio.start_server(
-        gateway.handle, spec.host, spec.port, reuse_address=True, limit=2**20
+        gateway.handle, spec.host, spec.port, reuse_address=True, limit=2**20, ssl=gateway.tls
     )
     gateway.port = int(server.sockets[0].getsockname()[1])
     (folder / PID).write_text(str(os.getpid()))
@@ -409,7 +446,8 @@ async def run(folder: Path) -> None:
     loop.add_signal_handler(signal.SIGTERM, gateway.stopping.set)
     loop.add_signal_handler(signal.SIGINT, gateway.stopping.set)
     loop.add_signal_handler(signal.SIGHUP, gateway.reload)
-    print(f"deployment {spec.name!r} at http://{spec.host}:{gateway.port}", flush=True)
+    scheme = "https" if gateway.tls else "http"
+    print(f"deployment {spec.name!r} at {scheme}://{spec.host}:{gateway.port}", flush=True)
     control = asyncio.create_task(gateway.control())
     await gateway.stopping.wait()
     server.close()

@@ -24,9 +24,13 @@ HOP_BY_HOP = frozenset(
         b"proxy-connection",
     }
 )
+# the caller's credentials: checked by the gateway, never passed on to a replica (user code)
+PRIVATE = frozenset({b"authorization", b"proxy-authorization", b"cookie"})
+NOT_FORWARDED = HOP_BY_HOP | PRIVATE
 REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Payload Too Large",
@@ -94,10 +98,10 @@ async def read_message(
     if len(start) < 2:
         raise BadMessage(f"not an HTTP start line: {lines[0][:80]!r}")
     headers = []
-    for line in lines[1:]:
+    for number, line in enumerate(lines[1:], start=2):
         name, sep, value = line.partition(b":")
-        if not sep:
-            raise BadMessage(f"not an HTTP header: {line[:80]!r}")
+        if not sep:  # not echoed: it may hold a credential
+            raise BadMessage(f"line {number} of the head is not an HTTP header (no colon)")
         headers.append((name.strip().lower(), value.strip()))
     message = Message(start, headers)
     is_response = start[0].startswith(b"HTTP/")
@@ -148,9 +152,10 @@ async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
 
 
 def encode_request(message: Message, extra: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
-    """The request as the gateway forwards it: end-to-end headers, a Content-Length body."""
+    """The request as the gateway forwards it: end-to-end headers but the caller's credentials,
+    a Content-Length body."""
     head = [message.start[0] + b" " + message.start[1] + b" HTTP/1.1"]
-    head += [name + b": " + value for name, value in message.headers if name not in HOP_BY_HOP]
+    head += [name + b": " + value for name, value in message.headers if name not in NOT_FORWARDED]
     head += [name + b": " + value for name, value in extra]
     head.append(b"content-length: " + str(len(message.body)).encode())
     return b"\r\n".join(head) + b"\r\n\r\n" + message.body

@@ -1,5 +1,11 @@
 """A deployment's replicas: model servers (`python -m loom.serving`), each a process of its own
-on a loopback port, with the gateway's pool of keep-alive connections to it."""
+listening on a unix socket in the deployment's `run/` folder (mode 0700: only the gateway's user
+reaches it; no TCP port), with the gateway's pool of keep-alive connections to it.
+
+Socket paths are relative to the deployment's folder, the working directory of the gateway and
+its replicas: an absolute one would pass the 108-byte limit of a socket's address under a deep
+LOOM_HOME.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loom.serving.environment import serving_env
 from loom.serving.http1 import BadMessage, Message, encode_request, read_message
-from loom.serving.spec import DeploymentSpec
+from loom.serving.spec import SOCKETS, DeploymentSpec
 
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 MAX_RESPONSE = 512 * 2**20
@@ -30,6 +37,47 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def socket_path(replica_id: int) -> str:
+    """Where a replica listens, relative to the deployment's folder."""
+    return f"{SOCKETS}/replica-{replica_id}.sock"
+
+
+def private_sockets(folder: Path) -> None:
+    """FOLDER/run, only for this user, emptied of an earlier gateway's sockets; and FOLDER as
+    the working directory, where the replicas' relative socket paths start."""
+    os.chdir(folder)
+    run = folder / SOCKETS
+    run.mkdir(mode=0o700, exist_ok=True)
+    run.chmod(0o700)
+    for stale in run.glob("*.sock"):
+        stale.unlink(missing_ok=True)
+
+
+def replica_command(
+    spec: DeploymentSpec, generation: tuple[str, str, int, float], uds: str, parent_pid: int
+) -> list[str]:
+    """The command line of one replica: the only place it is built."""
+    model_dir, version, batch_size, batch_wait_ms = generation
+    return [
+        sys.executable,
+        "-m",
+        "loom.serving",
+        model_dir,
+        "--name",
+        spec.name,
+        "--version",
+        version,
+        "--uds",
+        uds,
+        "--batch-size",
+        str(batch_size),
+        "--batch-wait-ms",
+        str(batch_wait_ms),
+        "--parent-pid",
+        str(parent_pid),
+    ]
+
+
 def generation(spec: DeploymentSpec) -> tuple[str, str, int, float]:
     """What a replica serves and how; a replica of another generation is replaced."""
     return (spec.model_dir, spec.model_version, spec.batch_size, spec.batch_wait_ms)
@@ -38,7 +86,7 @@ def generation(spec: DeploymentSpec) -> tuple[str, str, int, float]:
 @dataclass(eq=False)
 class Replica:
     id: int
-    port: int
+    socket: str  # relative to the deployment's folder (the working directory)
     generation: tuple[str, str, int, float]
     log: Path
     process: asyncio.subprocess.Process | None = None
@@ -58,25 +106,7 @@ class Replica:
         return self.process.pid if self.process else None
 
     async def spawn(self, spec: DeploymentSpec, folder: Path) -> None:
-        model_dir, version, batch_size, batch_wait_ms = self.generation
-        command = [
-            sys.executable,
-            "-m",
-            "loom.serving",
-            model_dir,
-            "--name",
-            spec.name,
-            "--version",
-            version,
-            "--port",
-            str(self.port),
-            "--batch-size",
-            str(batch_size),
-            "--batch-wait-ms",
-            str(batch_wait_ms),
-            "--parent-pid",
-            str(os.getpid()),
-        ]
+        command = replica_command(spec, self.generation, self.socket, os.getpid())
         with self.log.open("ab") as out:
             self.process = await asyncio.create_subprocess_exec(
                 *command,
@@ -84,6 +114,7 @@ class Replica:
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=folder,
+                env=serving_env(),
                 start_new_session=True,
             )
 
@@ -131,9 +162,9 @@ class Replica:
 
     async def _connect(self) -> Connection:
         try:
-            return await asyncio.open_connection("127.0.0.1", self.port, limit=2**20)
+            return await asyncio.open_unix_connection(self.socket, limit=2**20)
         except OSError as exc:
-            raise ReplicaGone(str(exc)) from exc
+            raise ReplicaGone(_why(exc)) from exc
 
     @staticmethod
     async def _send(conn: Connection, request: Message) -> Message:
@@ -142,7 +173,9 @@ class Replica:
             writer.write(encode_request(request))
             await writer.drain()
             response = await read_message(reader, max_body=MAX_RESPONSE)
-        except (OSError, asyncio.IncompleteReadError, BadMessage) as exc:
+        except OSError as exc:
+            raise ReplicaGone(_why(exc)) from exc
+        except (asyncio.IncompleteReadError, BadMessage) as exc:
             raise ReplicaGone(str(exc)) from exc
         if response is None:
             raise ReplicaGone("the replica closed the connection")
@@ -162,6 +195,8 @@ class Replica:
         for conn in self.idle:
             _close(conn)
         self.idle.clear()
+        with contextlib.suppress(OSError):
+            os.unlink(self.socket)
         process = self.process
         if process is None or process.returncode is not None:
             return
@@ -180,6 +215,11 @@ class Replica:
         except OSError:
             return ""
         return " | ".join(lines[-count:])
+
+
+def _why(exc: OSError) -> str:
+    """What went wrong, without the path an OSError may carry."""
+    return exc.strerror or type(exc).__name__
 
 
 def _close(conn: Connection) -> None:

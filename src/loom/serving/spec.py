@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,16 @@ from typing import Any
 SPEC = "spec.json"
 STATUS = "status.json"
 PID = "gateway.pid"
+SOCKETS = "run"  # the replicas' unix sockets, a folder only the gateway's user can enter
+_PATH = re.compile(r"(?:/[\w.@+~-]+)+/([\w.@+~-]+)")
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The certificate chain and key a gateway serves HTTPS with."""
+
+    certfile: str
+    keyfile: str
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,8 @@ class DeploymentSpec:
     batch_size: int = 1
     batch_wait_ms: float = 0.0
     request_log: bool = False
+    certfile: str = ""  # with keyfile: serve HTTPS
+    keyfile: str = ""
     ready_timeout_s: float = 120.0
     drain_timeout_s: float = 30.0
 
@@ -54,3 +67,9 @@ def write_atomic(path: Path, data: dict[str, Any]) -> None:
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(data, indent=1))
     os.replace(partial, path)
+
+
+def redact_paths(text: str) -> str:
+    """`text` with each absolute path cut to its last part: a replica's log lines tell the
+    owner what failed without telling anyone where the server keeps its files."""
+    return _PATH.sub(r"…/\1", text)

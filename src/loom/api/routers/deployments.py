@@ -1,5 +1,6 @@
 """`/v1/deployments`: serve a registered model version behind one endpoint, with replicas that
-scale with the load; only the owner sees or changes a deployment."""
+scale with the load; only the owner sees or changes a deployment. The endpoint answers the
+owner's API tokens and the deployment's keys (`/keys`), or anyone when it is public."""
 
 from __future__ import annotations
 
@@ -42,10 +43,18 @@ class DeploymentIn(ScalingIn):
     model: Annotated[str, Field(min_length=1, max_length=200)]
     version: Annotated[str, Field(min_length=1, max_length=100)] | int = "latest"
     port: Annotated[int, Field(ge=1024, le=65535)] | None = None
+    public: bool = Field(default=False, description="answer without a token")
 
 
 class DeploymentPatch(ScalingIn):
     version: Annotated[str, Field(min_length=1, max_length=100)] | int | None = None
+    public: bool | None = None
+
+
+class KeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=100)] = "key"
 
 
 def shown(view: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +66,7 @@ def create(body: DeploymentIn, loom: PlatformDep, user: UserDep) -> dict[str, An
     """Deploy a version (number, alias or `latest`) of one of your models."""
     scaling = Scaling(**body.scaling())
     view = loom.deployments.create(
-        user.id, body.name, body.model, str(body.version), scaling, body.port
+        user.id, body.name, body.model, str(body.version), scaling, body.port, public=body.public
     )
     return shown(view)
 
@@ -74,14 +83,38 @@ def show(name: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
 
 @router.patch("/{name}")
 def update(name: str, body: DeploymentPatch, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
-    """Change replicas, the concurrency target, batching, or the model version (rolled out
-    replica by replica, with no request dropped)."""
+    """Change replicas, the concurrency target, batching, the model version (rolled out
+    replica by replica, with no request dropped), or whether it is public."""
     changes = body.scaling()
     ref = None if body.version is None else str(body.version)
-    return shown(loom.deployments.update(user.id, name, changes, ref))
+    found = loom.deployments.update(user.id, name, changes, ref, public=body.public)
+    return shown(found)
 
 
 @router.delete("/{name}", status_code=204)
 def delete(name: str, loom: PlatformDep, user: UserDep) -> None:
     """Drain in-flight requests, stop the replicas and the endpoint."""
     loom.deployments.delete(user.id, name)
+
+
+def key_shown(key: dict[str, Any]) -> dict[str, Any]:
+    return {**key, "created_at": iso(key["created_at"]), "last_used_at": iso(key["last_used_at"])}
+
+
+@router.post("/{name}/keys", status_code=201)
+def create_key(name: str, body: KeyIn, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    """A key that calls the deployment's endpoint (`Authorization: Bearer <key>`); its value
+    is shown this once."""
+    return key_shown(loom.deployments.create_key(user.id, name, body.name))
+
+
+@router.get("/{name}/keys")
+def list_keys(name: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    """The deployment's keys (never their values), with when each was last used."""
+    return {"keys": [key_shown(k) for k in loom.deployments.keys(user.id, name)]}
+
+
+@router.delete("/{name}/keys/{key_id}", status_code=204)
+def revoke_key(name: str, key_id: str, loom: PlatformDep, user: UserDep) -> None:
+    """The key stops working within seconds."""
+    loom.deployments.revoke_key(user.id, name, key_id)

@@ -1,0 +1,117 @@
+"""The gateway's access rules on their own: bearer tokens checked against the hashes of
+`access.json`, the file read again when it changes, nothing passing without it; the caller's
+credentials never forwarded to a replica; the serving environment's allow-list."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from loom.serving.access import INVALID, MISSING, AccessList, bearer, render, write_private
+from loom.serving.environment import serving_env
+from loom.serving.http1 import Message, encode_request
+from loom.store.users import hash_token
+
+
+def rules(folder: Path, public: bool, **tokens: str) -> Path:
+    path = folder / "access.json"
+    write_private(path, render(public, {hash_token(t): whose for whose, t in tokens.items()}))
+    return path
+
+
+def test_a_known_token_passes_and_others_are_refused(tmp_path: Path) -> None:
+    """The owner's token and a key pass and are recorded as used; no token, another scheme or an
+    unknown token are refused with the reason; the file is private (0600)."""
+    path = rules(tmp_path, False, token="loom_owner", k1="lk_key")
+    access = AccessList(path)
+    access.refresh(time.monotonic(), force=True)
+    assert access.refusal(b"Bearer loom_owner") is None
+    assert access.refusal(b"bearer  lk_key ") is None
+    assert access.refusal(None) == MISSING
+    assert access.refusal(b"Basic bG9vbTpsb29t") == MISSING
+    assert access.refusal(b"Bearer ") == MISSING
+    assert access.refusal(b"Bearer loom_other") == INVALID
+    assert set(access.used) == {"token", "k1"}
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert hashlib.sha256(b"lk_key").hexdigest() in path.read_text()
+    assert "lk_key" not in path.read_text()
+
+
+def test_changes_are_read_again_and_a_missing_file_lets_nothing_pass(tmp_path: Path) -> None:
+    """A revoked key stops passing once the file changes (looked at no more than once a
+    second); a public deployment needs no token; without the file, or with a bad one, nothing
+    passes."""
+    path = rules(tmp_path, False, k1="lk_key")
+    access = AccessList(path)
+    now = 100.0
+    access.refresh(now, force=True)
+    assert access.refusal(b"Bearer lk_key") is None
+    rules(tmp_path, False)
+    access.refresh(now + 0.5)  # too soon to look again
+    assert access.refusal(b"Bearer lk_key") is None
+    access.refresh(now + 1.5)
+    assert access.refusal(b"Bearer lk_key") == INVALID
+    rules(tmp_path, True)
+    access.refresh(now + 3)
+    assert access.refusal(None) is None
+    path.unlink()
+    access.refresh(now + 5)
+    assert access.refusal(None) == MISSING
+    rules(tmp_path, True)
+    access.refresh(now + 7)
+    path.write_text("{not json")  # never written so by the platform: still, nothing passes
+    access.refresh(now + 9)
+    assert access.refusal(None) == MISSING
+
+
+def test_bearer_parsing() -> None:
+    """Only `Bearer <token>` (any case, spaces trimmed) gives a token."""
+    assert bearer(b"Bearer abc") == b"abc"
+    assert bearer(b"BEARER abc ") == b"abc"
+    assert bearer(b"Token abc") is None
+    assert bearer(b"") is None
+
+
+def test_credentials_are_not_forwarded_to_replicas() -> None:
+    """The request a replica gets has the caller's headers but Authorization and Cookie."""
+    request = Message(
+        [b"POST", b"/v2/models/m/infer"],
+        [
+            (b"authorization", b"Bearer secret-token"),
+            (b"cookie", b"session=secret"),
+            (b"content-type", b"application/json"),
+        ],
+        b"{}",
+    )
+    sent = encode_request(request)
+    assert b"secret" not in sent
+    assert b"content-type: application/json" in sent
+
+
+def test_the_serving_environment_is_an_allow_list() -> None:
+    """PATH, HOME, locale and thread settings pass; the server's settings, cloud credentials
+    and anything else do not."""
+    server = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "OMP_NUM_THREADS": "1",
+        "LOOM_ADMIN_TOKEN": "loom_x",
+        "LOOM_DATABASE_URL": "postgresql://u:p@db/loom",
+        "AWS_SECRET_ACCESS_KEY": "fake",
+        "AWS_ACCESS_KEY_ID": "fake",
+        "GITHUB_TOKEN": "ghp_x",
+        "SSH_AUTH_SOCK": "/tmp/agent",
+    }
+    assert serving_env(server) == {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "OMP_NUM_THREADS": "1",
+    }

@@ -1,0 +1,282 @@
+"""Who may call a deployment, with the real platform, gateway and replicas on loopback: the
+owner's token or a deployment key (revoked: refused within seconds), anyone when public; the
+replicas reachable only through the gateway, and no server secret in any of their environments;
+no server path in what a caller or the owner is told of a failure."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import psutil
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from loom.client import ClientError, LoomClient
+from loom.store import users as user_rows
+from loom.store.db import Database
+from loom.store.tables import Token, User
+from tests.conftest import Server, register, stop_deployments
+
+pytestmark = pytest.mark.integration
+
+SECRET = "fake-secret-8b1d4f0e"  # stands for the server's cloud credentials
+IMAGE = {
+    "inputs": [{"name": "image", "shape": [1, 1, 8, 8], "datatype": "FP32", "data": [0.5] * 64}]
+}
+
+
+@pytest.fixture(scope="module")
+def platform(
+    tmp_path_factory: pytest.TempPathFactory, model_zip: bytes
+) -> Iterator[tuple[Server, LoomClient]]:
+    """One platform for the module, started with secrets in its environment."""
+    home = tmp_path_factory.mktemp("keys") / "home"
+    server = Server(home, AWS_SECRET_ACCESS_KEY=SECRET, LOOM_EXTRA_SECRET=SECRET).start()
+    try:
+        with server.client() as client:
+            register(client, model_zip)
+            yield server, client
+    finally:
+        server.stop()
+        stop_deployments(home)
+
+
+@pytest.fixture(scope="module")
+def guarded(platform: tuple[Server, LoomClient]) -> dict[str, Any]:
+    """A private deployment, shared by the tests that only call it."""
+    _server, client = platform
+    client.deploy("guarded", "digits")
+    return client.wait_deployment("guarded")
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def infer(url: str, token: str | None = None) -> httpx.Response:
+    return httpx.post(url, json=IMAGE, headers=bearer(token) if token else {}, timeout=30)
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10) -> float:
+    """Seconds until `check()` holds; fails after `timeout`."""
+    began = time.monotonic()
+    while not check():
+        assert time.monotonic() - began < timeout, "never happened"
+        time.sleep(0.1)
+    return time.monotonic() - began
+
+
+def test_a_token_is_required(platform: tuple[Server, LoomClient], guarded: dict[str, Any]) -> None:
+    """Without a token, or with a wrong one, inference and /metrics are refused with 401, V2's
+    error body and a Bearer challenge; the owner's token passes; health probes stay open."""
+    server, _client = platform
+    found = guarded
+    assert found["public"] is False
+    for response in (
+        infer(found["urls"]["v2_infer"]),
+        infer(found["urls"]["v2_infer"], "loom_not-a-token"),
+        httpx.get(found["urls"]["metrics"]),
+        httpx.post(found["urls"]["v1_predict"], json={"instances": [[0.0] * 64]}),
+        httpx.get(f"{found['endpoint']}/v2/models/guarded"),
+    ):
+        assert response.status_code == 401, response.text
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert set(response.json()) == {"error"} and "token" in response.json()["error"]
+        assert "not-a-token" not in response.text
+    assert infer(found["urls"]["v2_infer"], server.admin_token).status_code == 200
+    metrics = httpx.get(found["urls"]["metrics"], headers=bearer(server.admin_token))
+    assert metrics.status_code == 200
+    assert 'loom_deployment_requests_total{deployment="guarded",code="401"}' in metrics.text
+    assert httpx.get(f"{found['endpoint']}/v2/health/ready").json() == {"ready": True}
+
+
+def test_keys_work_until_revoked(
+    platform: tuple[Server, LoomClient], guarded: dict[str, Any]
+) -> None:
+    """A deployment key passes at once and is listed (never its value) with its last use; once
+    revoked it is refused within seconds; another user's token or another deployment's key
+    never passes."""
+    server, client = platform
+    found = guarded
+    created = client.create_deployment_key("guarded", "ci")
+    key = created["key"]
+    assert created["name"] == "ci" and key.startswith("lk_")
+    assert infer(found["urls"]["v2_infer"], key).status_code == 200
+    eventually(lambda: client.deployment_keys("guarded")[0]["last_used_at"] is not None)
+    listed = client.deployment_keys("guarded")
+    assert [(k["id"], k["name"]) for k in listed] == [(created["id"], "ci")]
+    assert "key" not in listed[0] and listed[0]["created_at"]
+    eve = client.add_user("eve-keys")["token"]
+    assert infer(found["urls"]["v2_infer"], eve).status_code == 401
+    client.deploy("other", "digits", min_replicas=0)
+    other = client.create_deployment_key("other")["key"]
+    assert infer(found["urls"]["v2_infer"], other).status_code == 401
+    client.revoke_deployment_key("guarded", created["id"])
+    took = eventually(lambda: infer(found["urls"]["v2_infer"], key).status_code == 401)
+    assert took < 5
+    assert client.deployment_keys("guarded") == []
+    with pytest.raises(ClientError) as caught:
+        client.revoke_deployment_key("guarded", created["id"])
+    assert caught.value.status == 404
+    with LoomClient(server.url, eve) as stranger, pytest.raises(ClientError) as caught:
+        stranger.create_deployment_key("guarded")
+    assert caught.value.status == 404
+    client.delete_deployment("other")
+
+
+def test_the_owners_tokens_are_followed(
+    platform: tuple[Server, LoomClient], guarded: dict[str, Any]
+) -> None:
+    """A token the owner gains passes within seconds, and stops passing within seconds once it
+    is gone, with no call to the deployment's API (the supervisor renders the rules again)."""
+    server, _client = platform
+    found = guarded
+    db = Database(f"sqlite:///{server.home / 'loom.db'}")
+    token = user_rows.new_token()
+    with db.session() as session:
+        admin = session.query(User).filter_by(name="admin").one()
+        user_rows.add_token(session, admin, token)
+    eventually(lambda: infer(found["urls"]["v2_infer"], token).status_code == 200)
+    with db.session() as session:
+        session.delete(session.get(Token, user_rows.hash_token(token)))
+    took = eventually(lambda: infer(found["urls"]["v2_infer"], token).status_code == 401)
+    assert took < 8
+    db.close()
+
+
+def test_a_public_deployment_needs_no_token(platform: tuple[Server, LoomClient]) -> None:
+    """Created public, it answers anyone, /metrics included; made private, it refuses callers
+    without a token within seconds; public again, it answers them again."""
+    _server, client = platform
+    found = client.deploy("open", "digits", public=True)
+    found = client.wait_deployment("open")
+    assert found["public"] is True
+    assert infer(found["urls"]["v2_infer"]).status_code == 200
+    assert httpx.get(found["urls"]["metrics"]).status_code == 200
+    assert client.update_deployment("open", public=False)["public"] is False
+    eventually(lambda: infer(found["urls"]["v2_infer"]).status_code == 401, timeout=5)
+    client.update_deployment("open", public=True)
+    eventually(lambda: infer(found["urls"]["v2_infer"]).status_code == 200, timeout=5)
+    client.delete_deployment("open")
+
+
+def test_tritonclient_sends_the_token(
+    platform: tuple[Server, LoomClient], guarded: dict[str, Any]
+) -> None:
+    """Triton's client, given an Authorization header, gets its answer; without it, a 401."""
+    server, _client = platform
+    found = guarded
+    triton = httpclient.InferenceServerClient(url=found["endpoint"].removeprefix("http://"))
+    headers = bearer(server.admin_token)
+    images = np.random.default_rng(5).random((2, 1, 8, 8), dtype=np.float32)
+    tensor = httpclient.InferInput("image", list(images.shape), "FP32")
+    tensor.set_data_from_numpy(images, binary_data=True)
+    assert triton.is_model_ready("guarded", headers=headers)
+    result = triton.infer("guarded", [tensor], headers=headers)
+    assert result.as_numpy("logits").shape == (2, 10)
+    with pytest.raises(InferenceServerException) as caught:
+        triton.infer("guarded", [tensor])
+    assert "401" in str(caught.value.status()) or "token" in str(caught.value)
+    triton.close()
+
+
+def test_replicas_listen_only_on_private_sockets(platform: tuple[Server, LoomClient]) -> None:
+    """A replica has no TCP port at all, only a unix socket in a folder of mode 0700; the
+    gateway is the one listening on TCP."""
+    server, client = platform
+    client.deploy("private", "digits", min_replicas=2, max_replicas=2)
+    found = wait_for(client, "private", lambda d: d["replicas"]["ready"] == 2)
+    gateway = int(_folder(server, "private").joinpath("gateway.pid").read_text())
+    for replica in found["replica_list"]:
+        process = psutil.Process(replica["pid"])
+        assert process.net_connections(kind="inet") == []
+        sockets = {Path(c.laddr).name for c in process.net_connections(kind="unix") if c.laddr}
+        assert sockets == {f"replica-{replica['id']}.sock"}  # listening, and the gateway's
+    run = _folder(server, "private") / "run"
+    assert stat.S_IMODE(run.stat().st_mode) == 0o700
+    assert sorted(p.name for p in run.iterdir()) == ["replica-1.sock", "replica-2.sock"]
+    listening = [c for c in psutil.Process(gateway).net_connections(kind="inet")]
+    assert [c.laddr.port for c in listening if c.status == psutil.CONN_LISTEN] == [
+        int(found["endpoint"].rsplit(":", 1)[1])
+    ]
+    client.delete_deployment("private")
+
+
+def _folder(server: Server, name: str) -> Path:
+    for spec in server.home.glob("deployments/*/spec.json"):
+        if f'"name": "{name}"' in spec.read_text():
+            return spec.parent
+    raise AssertionError(f"no folder for deployment {name}")
+
+
+def test_no_server_secret_reaches_gateways_or_replicas(
+    platform: tuple[Server, LoomClient], guarded: dict[str, Any]
+) -> None:
+    """The platform runs with AWS_SECRET_ACCESS_KEY and LOOM_* settings; the gateway's and the
+    replicas' environments hold neither, only allow-listed variables."""
+    server, client = platform
+    found = client.deployment(guarded["name"])
+    platform_env = _environ(server.process.pid if server.process else 0)
+    assert platform_env["AWS_SECRET_ACCESS_KEY"] == SECRET
+    gateway = int(_folder(server, "guarded").joinpath("gateway.pid").read_text())
+    for pid in [gateway, *(r["pid"] for r in found["replica_list"])]:
+        env = _environ(pid)
+        assert SECRET not in "".join(env.values())
+        assert not [k for k in env if k.startswith(("LOOM_", "AWS_"))]
+        assert "PATH" in env
+        assert set(env) <= set(platform_env)
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+
+
+def test_the_owner_is_told_why_without_server_paths(platform: tuple[Server, LoomClient]) -> None:
+    """A replica that cannot load its model: the owner reads why (its last log lines), with no
+    path of the server's in them."""
+    server, client = platform
+    client.deploy("broken", "digits", min_replicas=0)
+    found = client.wait_deployment("broken", states=("scaled to zero",))
+    (_folder(server, "broken") / "model-v1" / "model.onnx").write_bytes(b"not a model")
+    with pytest.raises(httpx.TimeoutException):  # it waits for a replica that never comes
+        httpx.post(found["urls"]["v2_infer"], json=IMAGE, headers=bearer(server.admin_token),
+                   timeout=1)  # fmt: skip
+    view = wait_for(client, "broken", lambda d: bool(d["message"]))
+    assert "replica 1" in view["message"]
+    assert str(server.home) not in view["message"]
+    assert str(Path(shutil.__file__).parent) not in view["message"]
+    client.delete_deployment("broken")
+
+
+def wait_for(client: LoomClient, name: str, check: Callable[[dict[str, Any]], bool]) -> Any:
+    found: dict[str, Any] = {}
+
+    def seen() -> bool:
+        found.update(client.deployment(name))
+        return check(found)
+
+    eventually(seen, timeout=60)
+    return found
+
+
+def test_api_errors_tell_no_server_path(server: Server, model_zip: bytes) -> None:
+    """A deployment whose files cannot be written is a 503 naming the deployment and why,
+    not a 500, and not where the server keeps its files."""
+    with server.client() as client:
+        register(client, model_zip)
+        (server.home / "deployments").write_text("in the way")
+        with pytest.raises(ClientError) as caught:
+            client.deploy("nowhere", "digits")
+    assert caught.value.status == 503
+    assert "deployment 'nowhere'" in caught.value.message
+    assert str(server.home) not in caught.value.message
+    assert "/" not in caught.value.message
