@@ -101,3 +101,23 @@ def test_deploy_and_deployments(server: Server, model_zip: bytes) -> None:
     assert missing.returncode == 1 and "no version 'nowhere'" in missing.stderr
     assert loom(server, "deployments", "delete", "cli-web").returncode == 0
     assert "cli-web" not in loom(server, "deployments", "list").stdout
+
+
+def test_deployment_keys_and_public(server: Server, model_zip: bytes) -> None:
+    """`deployments keys create` prints a key once, `list` shows it without its value, `revoke`
+    removes it; `deploy --public` and `update --private` switch whether a token is needed."""
+    with server.client() as client:
+        register(client, model_zip)
+    done = loom(server, "deploy", "digits", "--name", "cli-open", "--min-replicas", "0", "--public")
+    assert done.returncode == 0 and "public: no token needed" in done.stdout, done.stderr
+    created = loom(server, "deployments", "keys", "create", "cli-open", "--name", "ci")
+    assert created.returncode == 0, created.stderr
+    key = next(line for line in created.stdout.split() if line.startswith("lk_"))
+    listed = loom(server, "deployments", "keys", "list", "cli-open")
+    assert "ci" in listed.stdout and "never" in listed.stdout and key not in listed.stdout
+    key_id = created.stdout.split()[1]
+    assert loom(server, "deployments", "keys", "revoke", "cli-open", key_id).returncode == 0
+    assert key_id not in loom(server, "deployments", "keys", "list", "cli-open").stdout
+    private = loom(server, "deployments", "update", "cli-open", "--private")
+    assert private.returncode == 0 and "needs a token or a key" in private.stdout
+    assert loom(server, "deployments", "delete", "cli-open").returncode == 0

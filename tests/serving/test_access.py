@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from pathlib import Path
 
 from loom.serving.access import INVALID, MISSING, AccessList, bearer, render, write_private
@@ -26,7 +25,7 @@ def test_a_known_token_passes_and_others_are_refused(tmp_path: Path) -> None:
     unknown token are refused with the reason; the file is private (0600)."""
     path = rules(tmp_path, False, token="loom_owner", k1="lk_key")
     access = AccessList(path)
-    access.refresh(time.monotonic(), force=True)
+    access.refresh(force=True)
     assert access.refusal(b"Bearer loom_owner") is None
     assert access.refusal(b"bearer  lk_key ") is None
     assert access.refusal(None) == MISSING
@@ -44,26 +43,44 @@ def test_changes_are_read_again_and_a_missing_file_lets_nothing_pass(tmp_path: P
     second); a public deployment needs no token; without the file, or with a bad one, nothing
     passes."""
     path = rules(tmp_path, False, k1="lk_key")
-    access = AccessList(path)
-    now = 100.0
-    access.refresh(now, force=True)
+    clock = [100.0]
+    access = AccessList(path, clock=lambda: clock[0])
+
+    def later(seconds: float) -> None:
+        clock[0] += seconds
+        access.refresh()
+
+    later(0)
     assert access.refusal(b"Bearer lk_key") is None
     rules(tmp_path, False)
-    access.refresh(now + 0.5)  # too soon to look again
+    later(0.5)  # too soon to look again
     assert access.refusal(b"Bearer lk_key") is None
-    access.refresh(now + 1.5)
+    later(1)
     assert access.refusal(b"Bearer lk_key") == INVALID
     rules(tmp_path, True)
-    access.refresh(now + 3)
+    later(2)
     assert access.refusal(None) is None
     path.unlink()
-    access.refresh(now + 5)
+    later(2)
     assert access.refusal(None) == MISSING
     rules(tmp_path, True)
-    access.refresh(now + 7)
+    later(2)
     path.write_text("{not json")  # never written so by the platform: still, nothing passes
-    access.refresh(now + 9)
+    later(2)
     assert access.refusal(None) == MISSING
+
+
+def test_a_new_key_passes_at_once(tmp_path: Path) -> None:
+    """An unknown token makes the gateway look at the file again at once (at most every 50 ms),
+    so a key just created needs no wait."""
+    path = rules(tmp_path, False, k1="lk_key")
+    clock = [100.0]
+    access = AccessList(path, clock=lambda: clock[0])
+    access.refresh(force=True)
+    rules(tmp_path, False, k1="lk_key", k2="lk_new")
+    clock[0] += 0.06
+    assert access.refusal(b"Bearer lk_new") is None
+    assert set(access.used) == {"k2"}
 
 
 def test_bearer_parsing() -> None:

@@ -27,16 +27,18 @@ def digits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModelServ
     assert "Traceback" not in server.stop()
 
 
-def ask(url: str, images: np.ndarray[Any, Any], *, binary: bool) -> np.ndarray[Any, Any]:
+def ask(
+    url: str, images: np.ndarray[Any, Any], *, binary: bool, headers: dict[str, str] | None = None
+) -> np.ndarray[Any, Any]:
     client = httpclient.InferenceServerClient(url=url.removeprefix("http://"))
     assert client.is_server_live() and client.is_server_ready()
-    assert client.is_model_ready("digits")
-    metadata = client.get_model_metadata("digits")
+    assert client.is_model_ready("digits", headers=headers)
+    metadata = client.get_model_metadata("digits", headers=headers)
     assert metadata["inputs"][0]["name"] == "image"
     tensor = httpclient.InferInput("image", list(images.shape), "FP32")
     tensor.set_data_from_numpy(images, binary_data=binary)
     wanted = httpclient.InferRequestedOutput("logits", binary_data=binary)
-    result = client.infer("digits", [tensor], outputs=[wanted], request_id="7")
+    result = client.infer("digits", [tensor], outputs=[wanted], request_id="7", headers=headers)
     assert result.get_response()["id"] == "7"
     logits: np.ndarray[Any, Any] = result.as_numpy("logits")
     client.close()
@@ -63,7 +65,8 @@ def test_tritonclient_against_the_model_server(
 
 
 def test_tritonclient_through_a_deployment(server: Server, model_zip: bytes) -> None:
-    """A deployment named `digits` answers the client the same way, through its gateway."""
+    """A deployment named `digits` answers the client the same way, through its gateway, with
+    the owner's token in an Authorization header."""
     images = np.random.default_rng(4).random((3, 1, 8, 8), dtype=np.float32)
     with server.client() as client:
         register(client, model_zip)
@@ -71,6 +74,7 @@ def test_tritonclient_through_a_deployment(server: Server, model_zip: bytes) -> 
         found = client.wait_deployment("digits")
         model = server.home.parent / "d.onnx"
         client.download_model("digits", "latest", model, "model.onnx")
-        logits = ask(found["endpoint"], images, binary=True)
+        headers = {"Authorization": f"Bearer {server.admin_token}"}
+        logits = ask(found["endpoint"], images, binary=True, headers=headers)
         assert np.allclose(logits, expected(model, images), atol=1e-5)
         client.delete_deployment("digits")

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,9 @@ def write_private(path: Path, content: bytes) -> None:
 class AccessList:
     """The rules of `path`, read again (at most once per CHECK_S) when its stamp changes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
+        self.clock = clock
         self.public = False
         self.hashes: dict[str, str] = {}
         self.used: dict[str, int] = {}  # whose token → last use (UNIX seconds, coarse)
@@ -68,9 +70,10 @@ class AccessList:
         self._checked = -CHECK_S
         self._now = 0
 
-    def refresh(self, now: float, *, force: bool = False) -> None:
-        """Read the file again if it changed since the last look (`now`: monotonic seconds)."""
+    def refresh(self, *, force: bool = False) -> None:
+        """Read the file again if it changed since the last look."""
         self._now = int(time.time()) // USED_GRAIN_S * USED_GRAIN_S
+        now = self.clock()
         if not force and now - self._checked < CHECK_S:
             return
         self._checked = now
@@ -107,8 +110,8 @@ class AccessList:
             return MISSING
         hashed = digest(token)
         whose = self.hashes.get(hashed)
-        if whose is None and time.monotonic() - self._checked >= MISS_CHECK_S:
-            self.refresh(time.monotonic(), force=True)
+        if whose is None and self.clock() - self._checked >= MISS_CHECK_S:
+            self.refresh(force=True)
             whose = self.hashes.get(hashed)
         if whose is None:
             return INVALID

@@ -78,7 +78,7 @@ class Gateway:
         self.stopping = asyncio.Event()
         self.log = RequestLog(folder / "requests.jsonl") if spec.request_log else None
         self.access = AccessList(folder / ACCESS)
-        self.access.refresh(time.monotonic(), force=True)
+        self.access.refresh(force=True)
         self.tls: ssl.SSLContext | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -307,7 +307,7 @@ class Gateway:
         written: dict[str, Any] = {}
         while not self.stopping.is_set():
             now = time.monotonic()
-            self.access.refresh(now)
+            self.access.refresh()
             self.autoscaler.sample(now, self.inflight)
             self.reconcile(now)
             status = self.status()
