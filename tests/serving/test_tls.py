@@ -7,6 +7,7 @@ import os
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,12 +29,13 @@ IMAGE = {
 def https(
     tmp_path: Path, model_zip: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Server, Certificates]]:
-    """A platform serving HTTPS, with the digits model registered (by a plain-HTTP start
-    first: learners reach the platform over plain HTTP only)."""
+    """A platform serving HTTPS, with the digits model registered and deployment `early`
+    created by a plain-HTTP start first (learners reach the platform over plain HTTP only)."""
     home = tmp_path / "home"
     plain = Server(home).start()
     with plain.client() as client:
         register(client, model_zip)
+        client.deploy("early", "digits", min_replicas=0)
     plain.stop()
     certs = make_certificates(tmp_path / "tls")
     server = Server(home, LOOM_TLS_CERTFILE=str(certs.cert), LOOM_TLS_KEYFILE=str(certs.key))
@@ -67,6 +69,26 @@ def test_the_api_and_a_gateway_serve_https(https: tuple[Server, Certificates]) -
         with pytest.raises(httpx.TransportError):
             httpx.get(url.replace("https://", "http://"), timeout=5)
     assert '"url": "https://' in (server.home / "server.json").read_text()
+
+
+def test_a_gateway_from_before_serves_https_after_a_restart(
+    https: tuple[Server, Certificates],
+) -> None:
+    """A deployment made while the platform served plain HTTP is restarted on HTTPS."""
+    server, certs = https
+    trusted = ssl.create_default_context(cafile=str(certs.ca))
+    with server.client() as client:
+        early = client.deployment("early")
+    assert early["endpoint"].startswith("https://")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            live = httpx.get(f"{early['endpoint']}/v2/health/live", verify=trusted)
+            break
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "the gateway never served HTTPS"
+            time.sleep(0.2)
+    assert live.json() == {"live": True}
 
 
 def test_the_cli_trusts_cacert(https: tuple[Server, Certificates]) -> None:

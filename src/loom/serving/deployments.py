@@ -389,6 +389,7 @@ class Deployments:
     # -- supervision -------------------------------------------------------------------------
     def start(self) -> None:
         """Start gateways that are not running, then keep them running."""
+        self._restart_for_tls()
         self.supervise()
         self._thread = threading.Thread(target=self._loop, name="loom-deployments", daemon=True)
         self._thread.start()
@@ -426,6 +427,22 @@ class Deployments:
                     self._spawn(row)
                 except Exception as exc:
                     log.warning("deployment %s could not be started: %s", row.name, exc)
+
+    def _restart_for_tls(self) -> None:
+        """A gateway started before HTTPS was turned on or off (or given another certificate)
+        is stopped, to be started again as the platform now serves."""
+        with self.db.session() as session:
+            rows = list(session.scalars(select(Deployment)))
+        for row in rows:
+            try:
+                had = DeploymentSpec.read(self.folder(row))
+            except (OSError, ValueError, TypeError):
+                continue
+            wanted = self._spec(row)
+            if (had.certfile, had.keyfile) != (wanted.certfile, wanted.keyfile):
+                log.warning("deployment %s: restarting its gateway for the TLS settings", row.name)
+                self._write_spec(row)
+                self._signal(row, signal.SIGTERM)
 
     def _sync_access(self, row: Deployment) -> None:
         """Keys or the owner's tokens may have changed since the last tick."""
