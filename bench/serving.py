@@ -6,6 +6,8 @@ is served over the V2 / Open Inference Protocol, `POST /v2/models/digits/infer`,
   - MLServer 1.7.1 in its own venv, with a small ONNX Runtime runtime (see mlserver_peer.py),
     parallel_workers=0 (inference in the server process, as Loom) and its default of 1 (one
     inference worker process beside the server), adaptive batching off and on.
+The Loom deployment is the gateway with one replica behind it on a unix socket, as the platform
+runs one; every request carries a bearer token, which the gateway checks (a private deployment).
 Each takes the same load from `wrk` (POST, real test images, one or 64 samples per request) at
 each concurrency, with batching off and on. The ceiling is ONNX Runtime's own
 `InferenceSession.run` in this process (one intra-op thread, as both servers use). Cold start
@@ -54,6 +56,7 @@ INFER = f"/v2/models/{NAME}/infer"
 SIZES = (1, 64)  # samples per request
 AIM_SPEEDUP = 3.0  # Loom req/s over MLServer's, at equal or better p99
 AIM_CEILING = 0.6  # Loom samples/s at 64-sample requests over in-process batch-64
+TOKEN = "loom_bench-token"  # sent to every server; only the deployment's gateway checks it
 CEILING = "onnxruntime in-process"
 
 
@@ -133,6 +136,7 @@ class Load:
 
 LUA = """wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
 local bodies = {}
 for line in io.lines("%s") do bodies[#bodies + 1] = line end
 wrk.body = bodies[1]
@@ -149,7 +153,7 @@ def lua_script(folder: Path, size: int, bodies: list[str]) -> Path:
     lines = folder / f"bodies-{size}.jsonl"
     lines.write_text("\n".join(bodies) + "\n")
     script = folder / f"post-{size}.lua"
-    script.write_text(LUA % lines)
+    script.write_text(LUA % (TOKEN, lines))
     return script
 
 
@@ -322,9 +326,12 @@ def loom(model: Path, pin: Pinning, batching: Batching | None) -> Server:
 
 
 def loom_deployment(model: Path, pin: Pinning, batching: Batching | None) -> Server:
-    """A Loom deployment as the platform runs one: the gateway with one replica behind it (the
-    gateway inherits the pinning and so does its replica)."""
+    """A Loom deployment as the platform runs one: the gateway with one replica behind it on a
+    unix socket, private (the gateway checks each request's token); the gateway inherits the
+    pinning and so does its replica."""
+    from loom.serving.access import ACCESS, render, write_private
     from loom.serving.spec import DeploymentSpec
+    from loom.store.users import hash_token
 
     def launch(port: int, folder: Path) -> list[str]:
         DeploymentSpec(
@@ -337,6 +344,7 @@ def loom_deployment(model: Path, pin: Pinning, batching: Batching | None) -> Ser
             batch_size=batching.size if batching else 1,
             batch_wait_ms=batching.wait_ms if batching else 0.0,
         ).write(folder)
+        write_private(folder / ACCESS, render(False, {hash_token(TOKEN): "token"}))
         return [*pin.prefix(pin.server), sys.executable, "-m", "loom.serving.gateway", str(folder)]
 
     return process_server("Loom deployment (gateway + 1)", batching is not None, "loom", launch)
@@ -370,9 +378,8 @@ def servers(args: argparse.Namespace, model: Path, pin: Pinning) -> list[Server]
 
 # -- measuring -------------------------------------------------------------------------------
 def post(url: str, body: str, timeout: float = 10) -> dict[str, Any]:
-    request = urllib.request.Request(
-        url, body.encode(), {"Content-Type": "application/json"}, method="POST"
-    )
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+    request = urllib.request.Request(url, body.encode(), headers, method="POST")
     with urllib.request.urlopen(request, timeout=timeout) as answer:
         result: dict[str, Any] = json.loads(answer.read())
         return result
