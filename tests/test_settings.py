@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from loom.settings import Settings
 
 
@@ -10,3 +13,15 @@ def test_api_url_is_loopback_when_listening_everywhere() -> None:
     assert Settings(host="0.0.0.0", port=9000).api_url == "http://127.0.0.1:9000"
     assert Settings(host="10.1.2.3", port=9000).api_url == "http://10.1.2.3:9000"
     assert Settings(public_url="https://loom.example").api_url == "https://loom.example"
+
+
+def test_tls_settings() -> None:
+    """With a certificate the API URL is https and the pair is absolute; a key alone is an
+    error that names both settings."""
+    tls = Settings(port=9000, tls_certfile="c.pem", tls_keyfile="k.pem")
+    assert tls.api_url == "https://127.0.0.1:9000"
+    assert tls.tls is not None and all(path.is_absolute() for path in tls.tls)
+    cert, key = Settings(tls_certfile="both.pem").tls or ("", "")
+    assert cert == key  # a PEM with both
+    with pytest.raises(ValidationError, match="LOOM_TLS_CERTFILE"):
+        Settings(tls_keyfile="k.pem")
