@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BeforeValidator, Field, SecretStr
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _names(value: Any) -> Any:
+    """A list from the environment: JSON, or plain comma-separated words."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+Names = Annotated[list[str], NoDecode, BeforeValidator(_names)]
 
 
 class Settings(BaseSettings):
@@ -50,6 +65,27 @@ class Settings(BaseSettings):
     watchdog_interval_s: float = Field(default=2.0, gt=0)
     learner_retry_s: float = Field(
         default=600.0, description="how long a learner keeps resending to an unreachable API"
+    )
+
+    # isolation
+    isolation: Literal["auto", "sandbox", "off"] = Field(
+        default="auto",
+        description="sandbox: confine every learner (refuse to start if this machine cannot); "
+        "auto: confine when possible, else serve one user only; off: jobs run with the "
+        "platform's rights",
+    )
+    sandbox_uid_base: int = Field(default=1_500_000_000, ge=1000, le=2**31 - 2**24 - 1)
+    sandbox_pids: int = Field(default=4096, ge=16, description="processes/threads per learner")
+    sandbox_tmp_mb: int = Field(default=1024, ge=1, description="a learner's private /tmp")
+    sandbox_read_only: Names = Field(
+        default_factory=list, description="more host folders shown read-only to learners"
+    )
+    learner_env: Names = Field(
+        default_factory=list, description="server variables passed on to learners by name"
+    )
+    host_mount_roots: Names = Field(
+        default_factory=list,
+        description="host folders under which host_mount/mount_volume data stores may be",
     )
 
     @property

@@ -31,6 +31,13 @@ def main() -> None:
     settings.home_dir.mkdir(parents=True, exist_ok=True)
     write_private(settings.home_dir / "server.json", json.dumps({"url": url, "pid": os.getpid()}))
     print(f"Loom is running at {url} (state in {settings.home_dir})", flush=True)
+    isolation = app.state.platform.isolation
+    if isolation.confined:
+        print(f"Jobs are sandboxed: {isolation.description}", flush=True)
+    else:
+        print(f"WARNING: {isolation.description}", flush=True)
+        if isolation.single_user:
+            print("WARNING: serving one user only (LOOM_ISOLATION=off to serve more)", flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
 
 

@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from loom.domain.errors import PlatformError
 from loom.launchers.base import Launcher
+from loom.lifecycle.isolation import Isolation, decide, sandbox_policy
 from loom.lifecycle.manager import LifecycleManager
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
@@ -29,6 +31,7 @@ class Platform:
     registry: ModelRegistry
     lifecycle: LifecycleManager
     deployments: Deployments
+    isolation: Isolation
 
     @property
     def signals(self) -> JobSignals:
@@ -45,14 +48,19 @@ class Platform:
         self.db.close()
 
 
-def make_launcher(settings: Settings) -> Launcher:
+def make_launcher(settings: Settings, isolation: Isolation) -> Launcher:
     if settings.launcher == "fake":
         from loom.launchers.fake import FakeLauncher
 
         return FakeLauncher()
     from loom.launchers.local import LocalLauncher
 
-    return LocalLauncher(cpus=settings.cpus, memory=settings.memory, gpus=settings.gpus)
+    return LocalLauncher(
+        cpus=settings.cpus,
+        memory=settings.memory,
+        gpus=settings.gpus,
+        sandbox=sandbox_policy(settings, isolation),
+    )
 
 
 def build_platform(settings: Settings, launcher: Launcher | None = None) -> Platform:
@@ -61,16 +69,24 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     db = Database(settings.db_url)
     migrate(db.engine)
     bootstrap_admin(db, settings)
+    isolation = decide(settings)
+    if isolation.single_user:
+        with db.session() as session:
+            if len(user_rows.list_users(session)) > 1:
+                raise PlatformError(
+                    f"this database has several users, but {isolation.description}: set "
+                    "LOOM_ISOLATION=off to serve them anyway, or run where jobs can be sandboxed"
+                )
     artifacts = ArtifactStore(
         settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
     )
     tds = TrainingData(db, JobSignals())
     registry = ModelRegistry(db, artifacts)
     lifecycle = LifecycleManager(
-        settings, db, launcher or make_launcher(settings), artifacts, tds, registry
+        settings, db, launcher or make_launcher(settings, isolation), artifacts, tds, registry
     )
     deployments = Deployments(db, registry, home, settings.serving_host)
-    return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments)
+    return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments, isolation)
 
 
 def bootstrap_admin(db: Database, settings: Settings) -> None:

@@ -83,6 +83,16 @@ class DataStore(_Strict):
     def secrets(self) -> list[str]:
         return [v for k, v in self.connection.items() if k not in PUBLIC_CONNECTION_KEYS and v]
 
+    @field_validator("connection")
+    @classmethod
+    def _plain_path(cls, value: dict[str, str]) -> dict[str, str]:
+        path = value.get("path")
+        if path is not None and (
+            not path.startswith("/") or ".." in path.split("/") or "\0" in path
+        ):
+            raise ValueError(f"`path` must be an absolute host path without '..', got {path!r}")
+        return value
+
 
 class ImageLocation(_Strict):
     registry: Text | None = None
@@ -115,6 +125,31 @@ class MetricsType(StrEnum):
     TENSORBOARD = "tensorboard"
     EMETRICS_FILE = "emetrics_file"
     KATIB = "katib"
+
+
+# What Loom itself sets for a learner; a manifest's `environment.env` cannot change it.
+RESERVED_ENV = frozenset(
+    {"DATA_DIR", "MODEL_DIR", "RESULT_DIR", "LOG_DIR", "CHECKPOINT_DIR", "JOB_STATE_DIR"}
+    | {"TRAINING_ID", "LEARNER_ID", "NUM_LEARNERS", "GPU_COUNT", "CUDA_VISIBLE_DEVICES"}
+    | {"TRAINING_ATTEMPT", "PATH", "PYTHONPATH"}
+)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+class Environment(_Strict):
+    """What a job runs with beyond its framework: for now, its environment variables."""
+
+    env: dict[str, Text] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a variable name")
+            if name in RESERVED_ENV or name.startswith("LOOM_"):
+                raise ValueError(f"{name!r} is set by Loom and cannot be changed")
+        return value
 
 
 # FfDL's other spellings of the same collectors.
@@ -248,6 +283,7 @@ class Manifest(_Strict):
     max_restarts: int = Field(default=0, ge=0, le=100)
     model_name: Text | None = None
     framework_options: dict[str, Any] = Field(default_factory=dict)
+    environment: Environment | None = None
 
     @field_validator("gpus", mode="before")
     @classmethod

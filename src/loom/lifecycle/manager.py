@@ -33,7 +33,7 @@ from loom.domain.states import (
     can_transition,
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
-from loom.lifecycle.admission import holdings, quotas
+from loom.lifecycle.admission import check_host_paths, holdings, quotas
 from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
 from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
 from loom.registry.models import ModelRegistry
@@ -127,6 +127,7 @@ class LifecycleManager:
     # -- what the API asks -------------------------------------------------------------------
     def submit(self, owner: User, manifest: Manifest, original: dict[str, Any], code: bytes) -> Job:
         """Queue a job; `original` is the manifest mapping as the user wrote it."""
+        check_host_paths(manifest, self.settings.host_mount_roots)
         digest = self.artifacts.put(code)
         per = manifest.per_learner
         job = Job(

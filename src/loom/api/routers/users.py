@@ -18,6 +18,7 @@ router = APIRouter(tags=["users"])
 @router.post("/v1/users", status_code=201)
 def add_user(body: UserCreate, loom: PlatformDep, _admin: AdminDep) -> dict[str, Any]:
     """Create a user; the answer holds its token, shown this once (only a hash is kept)."""
+    loom.isolation.check_new_user()
     token = user_rows.new_token()
     with loom.db.session() as session:
         if user_rows.user_by_name(session, body.name) is not None:
@@ -64,7 +65,7 @@ def _user_json(user: User) -> dict[str, Any]:
 @router.get("/v1/capacity")
 def capacity(loom: PlatformDep, _user: UserDep) -> dict[str, Any]:
     """What the platform can run, what is in use, and how many jobs wait."""
-    return loom.lifecycle.capacity()
+    return {**loom.lifecycle.capacity(), "isolation": loom.isolation.as_json()}
 
 
 @router.get("/v1/me")
