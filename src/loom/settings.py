@@ -52,6 +52,13 @@ class Settings(BaseSettings):
         default=600.0, description="how long a learner keeps resending to an unreachable API"
     )
 
+    # secrets at rest
+    secret_keys: SecretStr | None = Field(
+        default=None,
+        description="Fernet keys sealing stored credentials, comma-separated, the current one "
+        "first; default: the key file LOOM_HOME/secret.key, created at first start",
+    )
+
     @property
     def home_dir(self) -> Path:
         return self.home.expanduser().resolve()
@@ -76,3 +83,7 @@ class Settings(BaseSettings):
     @property
     def artifacts_dir(self) -> Path:
         return self.home_dir / "artifacts"
+
+    @property
+    def secret_key_file(self) -> Path:  # secrets at rest
+        return self.home_dir / "secret.key"
