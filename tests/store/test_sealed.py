@@ -94,13 +94,14 @@ def test_rotation_reseals_every_row_and_drops_the_old_key(db: Database, tmp_path
             Fernet(old[0]).decrypt(token)
 
 
-def test_rotation_with_environment_keys_uses_the_first(db: Database) -> None:
+def test_rotation_with_environment_keys_uses_the_first(db: Database, tmp_path: Path) -> None:
     """With keys from the environment, rotation reseals with the first: the second can go."""
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
-    seal(db, load_keys(old, Path("unused"), sealed_jobs=0), "job-1")
-    keys = sealed.open_keys(db, SecretStr(f"{new},{old}"), Path("unused"))
+    seal(db, load_keys(old, tmp_path / "unused.key", sealed_jobs=0), "job-1")
+    keys = sealed.open_keys(db, SecretStr(f"{new},{old}"), tmp_path / "unused.key")
     assert sealed.rotate(db, keys) == 1
-    assert sealed.open_keys(db, SecretStr(new), Path("unused")).count == 1
+    assert sealed.open_keys(db, SecretStr(new), tmp_path / "unused.key").count == 1
+    assert not (tmp_path / "unused.key").exists()  # environment keys make no file
     with pytest.raises(InvalidToken):
         Fernet(old).decrypt(stored(db, "job-1").encode())
 
@@ -116,21 +117,23 @@ def test_missing_key_file_with_sealed_rows_is_refused(db: Database, tmp_path: Pa
     assert not file.exists()
 
 
-def test_wrong_key_names_the_jobs_it_cannot_open(db: Database) -> None:
+def test_wrong_key_names_the_jobs_it_cannot_open(db: Database, tmp_path: Path) -> None:
     """Another key in LOOM_SECRET_KEYS is refused, naming the jobs; nothing is changed."""
     seal(db, SecretKeys.ephemeral(), "job-1")
     before = stored(db, "job-1")
     wrong = SecretStr(Fernet.generate_key().decode())
     with pytest.raises(SecretKeyError, match=r"LOOM_SECRET_KEYS do not open .* \(job-1\)"):
-        sealed.open_keys(db, wrong, Path("unused"))
+        sealed.open_keys(db, wrong, tmp_path / "unused.key")
     assert stored(db, "job-1") == before
 
 
 @pytest.mark.parametrize("value", ["not-a-key", "", " , "])
-def test_malformed_environment_key_is_named_not_shown(db: Database, value: str) -> None:
+def test_malformed_environment_key_is_named_not_shown(
+    db: Database, tmp_path: Path, value: str
+) -> None:
     """A malformed LOOM_SECRET_KEYS says what a key must be, without repeating the value."""
     with pytest.raises(SecretKeyError, match="LOOM_SECRET_KEYS") as caught:
-        sealed.open_keys(db, SecretStr(value), Path("unused"))
+        sealed.open_keys(db, SecretStr(value), tmp_path / "unused.key")
     assert "Fernet key" in caught.value.message
     assert "not-a-key" not in caught.value.message
 

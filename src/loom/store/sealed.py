@@ -54,7 +54,7 @@ def open_keys(db: Database, env: SecretStr | None, file: Path) -> SecretKeys:
     credentials are sealed too. Raises `SecretKeyError` saying what is wrong, changing nothing."""
     with db.session() as session:
         count = session.scalar(select(func.count()).where(JobSecret.sealed.is_not(None))) or 0
-    keys = load_keys(env.get_secret_value() if env else None, file, sealed_jobs=count)
+    keys = load_keys(None if env is None else env.get_secret_value(), file, sealed_jobs=count)
     with db.session() as session:
         _check(session, keys)
     seal_older_jobs(db, keys)
@@ -119,16 +119,18 @@ def _check(session: Session, keys: SecretKeys) -> None:
 @contextmanager
 def _zeroing(session: Session) -> Iterator[None]:
     """On SQLite, what the statements inside overwrite or free is zeroed, not left in pages."""
-    sqlite = session.get_bind().dialect.name == "sqlite"
-    if sqlite:
-        session.connection().exec_driver_sql("PRAGMA secure_delete=ON")
+    if session.get_bind().dialect.name != "sqlite":
+        yield
+        return
+    connection = session.connection()
+    before = connection.exec_driver_sql("PRAGMA secure_delete").scalar()
+    connection.exec_driver_sql("PRAGMA secure_delete=ON")
     try:
         yield
         session.flush()
     finally:
-        if sqlite:
-            with suppress(SQLAlchemyError):  # a failed transaction: its connection is dropped
-                session.connection().exec_driver_sql("PRAGMA secure_delete=OFF")
+        with suppress(SQLAlchemyError):  # a failed transaction: its connection is dropped
+            connection.exec_driver_sql(f"PRAGMA secure_delete={int(before or 0)}")
 
 
 def _empty_wal(db: Database) -> None:
