@@ -87,6 +87,12 @@ class Settings(BaseSettings):
         default_factory=list,
         description="host folders under which host_mount/mount_volume data stores may be",
     )
+    # secrets at rest
+    secret_keys: SecretStr | None = Field(
+        default=None,
+        description="Fernet keys sealing stored credentials, comma-separated, the current one "
+        "first; default: the key file LOOM_HOME/secret.key, created at first start",
+    )
 
     @property
     def home_dir(self) -> Path:
@@ -112,3 +118,7 @@ class Settings(BaseSettings):
     @property
     def artifacts_dir(self) -> Path:
         return self.home_dir / "artifacts"
+
+    @property
+    def secret_key_file(self) -> Path:  # secrets at rest
+        return self.home_dir / "secret.key"

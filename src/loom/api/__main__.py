@@ -6,13 +6,16 @@ import argparse
 import json
 import logging
 import os
+import sys
 
 import uvicorn
 
 from loom.api.app import create_app
 from loom.api.platform import write_private
+from loom.domain.errors import LoomError
 from loom.lifecycle.workspace import free_port
 from loom.settings import Settings
+from loom.store.private import PRIVATE_UMASK
 
 
 def main() -> None:
@@ -20,13 +23,18 @@ def main() -> None:
     parser.add_argument("--host")
     parser.add_argument("--port", type=int)
     args = parser.parse_args()
+    os.umask(PRIVATE_UMASK)  # what the platform and its learners create is theirs alone
     overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
     settings = Settings(**overrides)
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port()})
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except LoomError as exc:  # a missing or wrong key, a home that is not ours: said, not traced
+        print(f"loom server: {exc.message}", file=sys.stderr, flush=True)
+        sys.exit(2)
     url = settings.api_url
     settings.home_dir.mkdir(parents=True, exist_ok=True)
     write_private(settings.home_dir / "server.json", json.dumps({"url": url, "pid": os.getpid()}))

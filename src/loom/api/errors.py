@@ -17,6 +17,7 @@ from loom.domain.errors import (
     LoomError,
     NotFound,
     PayloadTooLarge,
+    SecretKeyError,
     Unauthorized,
 )
 
@@ -28,6 +29,7 @@ STATUS: list[tuple[type[LoomError], int]] = [
     (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
+    (SecretKeyError, 409),  # the stored credentials do not allow it until the keys are mended
     (PayloadTooLarge, 413),
 ]
 

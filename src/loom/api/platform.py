@@ -14,8 +14,11 @@ from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
+from loom.store import sealed
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
+from loom.store.private import create_private, tighten
+from loom.store.secret_keys import SecretKeys
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
@@ -31,6 +34,7 @@ class Platform:
     registry: ModelRegistry
     lifecycle: LifecycleManager
     deployments: Deployments
+    keys: SecretKeys
     isolation: Isolation
 
     @property
@@ -65,9 +69,12 @@ def make_launcher(settings: Settings, isolation: Isolation) -> Launcher:
 
 def build_platform(settings: Settings, launcher: Launcher | None = None) -> Platform:
     home = settings.home_dir
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tighten(home)  # what an older version or a looser umask left readable to others
+    if settings.database_url is None:
+        create_private(home / "loom.db")  # SQLite gives its WAL and SHM files the same mode
     db = Database(settings.db_url)
     migrate(db.engine)
+    keys = sealed.open_keys(db, settings.secret_keys, settings.secret_key_file)
     bootstrap_admin(db, settings)
     isolation = decide(settings)
     if isolation.single_user:
@@ -83,10 +90,10 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     tds = TrainingData(db, JobSignals())
     registry = ModelRegistry(db, artifacts)
     lifecycle = LifecycleManager(
-        settings, db, launcher or make_launcher(settings, isolation), artifacts, tds, registry
+        settings, db, launcher or make_launcher(settings, isolation), artifacts, tds, registry, keys
     )
     deployments = Deployments(db, registry, home, settings.serving_host)
-    return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments, isolation)
+    return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments, keys, isolation)
 
 
 def bootstrap_admin(db: Database, settings: Settings) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from loom.cli import deployments, jobs, models, users
+from loom.cli import admin, deployments, jobs, models, users
 from loom.cli.metrics import metrics
 from loom.cli.server import serve, server
 
@@ -21,6 +21,7 @@ app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
+app.add_typer(admin.app, name="admin")
 
 
 def main() -> None:

@@ -327,6 +327,11 @@ class LoomClient:
         result: list[dict[str, Any]] = self._request("GET", "/v1/users").json()["users"]
         return result
 
+    # -- admin -----------------------------------------------------------------------------
+    def rotate_secret_key(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("POST", "/v1/admin/secret-key/rotate").json()
+        return result
+
     def health(self) -> dict[str, Any]:
         result: dict[str, Any] = self._request("GET", "/health").json()
         return result

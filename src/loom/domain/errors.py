@@ -11,7 +11,8 @@
     ├── Conflict                 the object is in a state that does not allow it (HTTP 409)
     └── PlatformError            something on the platform's side failed
         ├── LaunchError          a launcher could not start or reach learners
-        └── StorageError         a data store or the artifact store failed
+        ├── StorageError         a data store or the artifact store failed
+        └── SecretKeyError       the keys that seal stored credentials are missing or wrong
 
 User-code failures are not exceptions here: a learner's non-zero exit is a job outcome (C201).
 """
@@ -103,3 +104,7 @@ class LaunchError(PlatformError):
 
 class StorageError(PlatformError):
     """A data store or the artifact store failed."""
+
+
+class SecretKeyError(PlatformError):
+    """The keys that seal stored credentials are missing, malformed, or do not open them."""

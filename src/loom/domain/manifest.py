@@ -347,13 +347,16 @@ def _describe(error: Any) -> tuple[str, str]:
     loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
     field = _field_path(loc)
     kind = error["type"]
+    # A credential's value is never repeated, not even to its owner: errors end up in logs.
+    secret = "connection" in loc or "image_location" in loc
     if kind == "extra_forbidden":
-        return field, f"unknown field `{field}` (value {error['input']!r})"
+        value = "" if secret else f" (value {error['input']!r})"
+        return field, f"unknown field `{field}`{value}"
     if kind == "missing":
         return field, f"field `{field}` is required"
     message = str(error["msg"]).removeprefix("Value error, ")
     shown = repr(error["input"])
-    if shown in message:
+    if secret or shown in message:
         return field, f"field `{field}`: {message}"
     return field, f"field `{field}`: {message}, got {shown}"
 

@@ -80,6 +80,17 @@ class Job(Base):
     finished_at: Mapped[float | None] = mapped_column(Float)
 
 
+class JobSecret(Base):
+    """A job's credentials, sealed with the platform's current secret key; None: it has none.
+    Every job has one (a job without one was stored before credentials were sealed)."""
+
+    __tablename__ = "job_secrets"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    sealed: Mapped[str | None] = mapped_column(Text)
+    sealed_at: Mapped[float] = mapped_column(Float)
+
+
 class JobEvent(Base):
     """One stored transition of a job: its history."""
 
