@@ -6,11 +6,13 @@ import argparse
 import json
 import logging
 import os
+import sys
 
 import uvicorn
 
 from loom.api.app import create_app
 from loom.api.platform import write_private
+from loom.domain.errors import ConfigError
 from loom.lifecycle.workspace import free_port
 from loom.settings import Settings
 
@@ -26,7 +28,10 @@ def main() -> None:
         settings = settings.model_copy(update={"port": free_port()})
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        sys.exit(f"loom server: {exc.message}")
     url = settings.api_url
     settings.home_dir.mkdir(parents=True, exist_ok=True)
     write_private(settings.home_dir / "server.json", json.dumps({"url": url, "pid": os.getpid()}))

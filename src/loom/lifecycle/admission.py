@@ -54,3 +54,9 @@ def quotas(session: Session, owners: Iterable[str], settings: Settings) -> dict[
             jobs=user.quota_jobs if user and user.quota_jobs is not None else settings.quota_jobs,
         )
     return found
+
+
+def max_priority(user: User, settings: Settings) -> int:
+    """The highest priority the user's jobs may ask for: their own maximum, else the
+    platform's (LOOM_MAX_PRIORITY)."""
+    return user.max_priority if user.max_priority is not None else settings.max_priority
