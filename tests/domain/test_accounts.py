@@ -20,9 +20,9 @@ from loom.domain.errors import InvalidInput, ManifestError
     ("secret", "why"),
     [
         ("deploy-token-1234567890", "23 characters"),
-        ("a" * 40, "repeats the pattern 'a'"),
-        ("abc" * 12, "repeats the pattern 'abc'"),
-        ("0123456789" * 4, "repeats the pattern '0123'"),
+        ("a" * 40, "only repeats a 1-character pattern"),
+        ("abc" * 12, "only repeats a 3-character pattern"),
+        ("0123456789" * 4, "only repeats a 10-character pattern"),
         ("aabbccddaabbccddaabbccddaabbccdd-", "different characters"),
     ],
 )

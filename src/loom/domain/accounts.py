@@ -26,8 +26,8 @@ def weak_secret(secret: str) -> str | None:
     """Why `secret` is too weak to be the admin's token, or None if it will do."""
     if len(secret) < MIN_ADMIN_TOKEN:
         return f"it has {len(secret)} characters and at least {MIN_ADMIN_TOKEN} are needed"
-    if _period(secret) <= len(secret) // 2:
-        return f"it repeats the pattern {secret[: min(_period(secret), 4)]!r}…"
+    if (period := _period(secret)) <= len(secret) // 2:
+        return f"it only repeats a {period}-character pattern"
     if len(set(secret)) < MIN_DISTINCT:
         return f"it uses only {len(set(secret))} different characters"
     return None
