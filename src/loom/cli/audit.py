@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from loom.cli.common import client, console
+
+
+def line(event: dict[str, Any]) -> str:
+    """One event as one line: when, who, what, to which object, how, from where."""
+    at = event["at"][:19].replace("T", " ")
+    target = f"{event['target']['kind']} {event['target']['id']}"
+    detail = " ".join(f"{k}={json.dumps(v)}" for k, v in event["detail"].items())
+    said = f"[dim]{at}[/dim] [bold]{escape(event['actor'])}[/bold] {event['action']} "
+    return said + escape(f"{target} {detail} ({event['client']})")
 
 
 def audit(
@@ -25,12 +34,7 @@ def audit(
     if as_json:
         console.print_json(json.dumps(page))
         return
-    table = Table("ID", "AT", "ACTOR", "ACTION", "TARGET", "DETAIL", "CLIENT")
     for event in page["events"]:
-        target = f"{event['target']['kind']} {event['target']['id']}"
-        detail = json.dumps(event["detail"], separators=(",", ":"))
-        row = (str(event["id"]), event["at"], event["actor"], event["action"], target)
-        table.add_row(*row, detail[:80], event["client"])
-    console.print(table)
+        console.print(line(event), highlight=False, soft_wrap=True)
     if page["next_before_id"] is not None:
         console.print(f"[dim]more: loom audit --before-id {page['next_before_id']}[/dim]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 from loom.cli.common import client, console
@@ -12,12 +13,19 @@ from loom.cli.common import client, console
 app = typer.Typer(help="Your API tokens: list, create, revoke, rotate.", no_args_is_help=True)
 
 
+def minute(at: str | None, never: str = "") -> str:
+    """An ISO time to the minute, in UTC: enough to tell tokens apart."""
+    return at[:16].replace("T", " ") if at else never
+
+
 def token_table(tokens: list[dict[str, Any]]) -> Table:
-    table = Table("ID", "NAME", "CREATED", "EXPIRES", "LAST USED", "")
+    table = Table("ID", "NAME", "CREATED", "EXPIRES (UTC)", "LAST USED", box=box.SIMPLE_HEAD)
+    for column in table.columns:
+        column.no_wrap = column.header != "NAME"
     for token in tokens:
-        mark = "expired" if token["expired"] else ("this one" if token.get("current") else "")
-        when = (token["created_at"], token["expires_at"] or "never", token["last_used_at"] or "")
-        table.add_row(token["id"], token["name"], *when, mark)
+        mark = " (expired)" if token["expired"] else (" (this one)" if token["current"] else "")
+        when = (token["created_at"][:10], minute(token["expires_at"], "never"))
+        table.add_row(token["id"], token["name"] + mark, *when, minute(token["last_used_at"]))
     return table
 
 
