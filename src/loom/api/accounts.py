@@ -59,7 +59,7 @@ def _busy(loom: Platform, user: User) -> list[str]:
     served = [d["name"] for d in loom.deployments.all(user.id)]
     found = []
     if jobs:
-        found.append("jobs " + ", ".join(sorted(j.id for j in jobs)))
+        found.append("queued or running jobs " + ", ".join(sorted(j.id for j in jobs)))
     if served:
         found.append("deployments " + ", ".join(served))
     return found
@@ -84,7 +84,7 @@ def remove_user(loom: Platform, actor: User, name: str, *, force: bool) -> Remov
     busy = _busy(loom, user)
     if busy and not force:
         raise Conflict(
-            f"user {name!r} still has running {' and '.join(busy)}; "
+            f"user {name!r} still has {' and '.join(busy)}; "
             "halt or delete them, or delete the user with ?force=true to stop them"
         )
     with loom.db.session() as session:
