@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from loom.settings import Settings
 
 
@@ -10,3 +12,15 @@ def test_api_url_is_loopback_when_listening_everywhere() -> None:
     assert Settings(host="0.0.0.0", port=9000).api_url == "http://127.0.0.1:9000"
     assert Settings(host="10.1.2.3", port=9000).api_url == "http://10.1.2.3:9000"
     assert Settings(public_url="https://loom.example").api_url == "https://loom.example"
+
+
+def test_token_lifetime_reads_never_as_no_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LOOM_TOKEN_TTL_DAYS is 90 by default, a number of days if set, and `never` for none."""
+    assert Settings().token_ttl_days == 90
+    monkeypatch.setenv("LOOM_TOKEN_TTL_DAYS", "7.5")
+    assert Settings().token_ttl_days == 7.5
+    monkeypatch.setenv("LOOM_TOKEN_TTL_DAYS", "never")
+    assert Settings().token_ttl_days is None
+    monkeypatch.setenv("LOOM_TOKEN_TTL_DAYS", "0")
+    with pytest.raises(ValueError, match="token_ttl_days"):
+        Settings()

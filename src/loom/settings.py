@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr
+from pydantic import BeforeValidator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -93,6 +93,19 @@ class Settings(BaseSettings):
         description="Fernet keys sealing stored credentials, comma-separated, the current one "
         "first; default: the key file LOOM_HOME/secret.key, created at first start",
     )
+
+    # accounts
+    token_ttl_days: float | None = Field(
+        default=90.0, gt=0, description="lifetime of new user tokens; `never`: no expiry"
+    )
+    max_priority: int = Field(
+        default=10, description="highest job priority a user may ask for, unless set per user"
+    )
+
+    @field_validator("token_ttl_days", mode="before")
+    @classmethod
+    def _never(cls, value: Any) -> Any:
+        return None if str(value).strip().lower() in ("", "never", "none") else value
 
     @property
     def home_dir(self) -> Path:

@@ -87,7 +87,7 @@ def test_learner_environment(server: Server) -> None:
 
 def test_admin_token_never_reaches_the_learner(tmp_path: Path) -> None:
     """With LOOM_ADMIN_TOKEN set for the server, the learner's environment does not hold it."""
-    token = "admin-secret-0123456789"
+    token = "admin-secret-5c1e9a07d3b24f68a0e7c2d91b4f3a65"  # strong enough to start
     srv = Server(tmp_path / "home", LOOM_ADMIN_TOKEN=token).start()
     try:
         with LoomClient(srv.url, token) as client:

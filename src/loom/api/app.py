@@ -12,7 +12,18 @@ import loom
 from loom.api import errors
 from loom.api.limits import BodyLimit
 from loom.api.platform import Platform, build_platform
-from loom.api.routers import admin, deployments, jobs, learner, logs, metrics, models, users
+from loom.api.routers import (
+    admin,
+    audit,
+    deployments,
+    jobs,
+    learner,
+    logs,
+    metrics,
+    models,
+    tokens,
+    users,
+)
 from loom.launchers.base import Launcher
 from loom.settings import Settings
 
@@ -38,7 +49,7 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
     app.state.platform = platform
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_upload_mb * 2**20)
-    routers = (jobs, logs, metrics, models, deployments, users, learner, admin)
+    routers = (jobs, logs, metrics, models, deployments, users, learner, admin, tokens, audit)
     for router in (module.router for module in routers):
         app.include_router(router)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from loom.domain.errors import PlatformError
+from loom.domain.accounts import admin_token_problem
+from loom.domain.errors import ConfigError, PlatformError
 from loom.launchers.base import Launcher
 from loom.lifecycle.isolation import Isolation, decide, sandbox_policy
 from loom.lifecycle.manager import LifecycleManager
@@ -23,6 +25,7 @@ from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
 ADMIN = "admin"
+log = logging.getLogger("loom.api")
 
 
 @dataclass
@@ -68,6 +71,7 @@ def make_launcher(settings: Settings, isolation: Isolation) -> Launcher:
 
 
 def build_platform(settings: Settings, launcher: Launcher | None = None) -> Platform:
+    check_admin_token(settings)
     home = settings.home_dir
     tighten(home)  # what an older version or a looser umask left readable to others
     if settings.database_url is None:
@@ -96,8 +100,17 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments, keys, isolation)
 
 
+def check_admin_token(settings: Settings) -> None:
+    """A guessable `LOOM_ADMIN_TOKEN` would open the whole platform: refuse to start."""
+    if settings.admin_token is not None:
+        problem = admin_token_problem(settings.admin_token.get_secret_value())
+        if problem is not None:
+            raise ConfigError(problem)
+
+
 def bootstrap_admin(db: Database, settings: Settings) -> None:
-    """The first start creates the admin and its token; `LOOM_ADMIN_TOKEN` is honoured if set."""
+    """The first start creates the admin and its token; `LOOM_ADMIN_TOKEN` is honoured if set.
+    Neither expires: they are how an operator gets in at all."""
     wanted = settings.admin_token.get_secret_value() if settings.admin_token else None
     with db.session() as session:
         admin = user_rows.user_by_name(session, ADMIN)
@@ -106,7 +119,10 @@ def bootstrap_admin(db: Database, settings: Settings) -> None:
             admin = user_rows.add_user(session, ADMIN, is_admin=True)
         token = wanted or (user_rows.new_token() if created else None)
         if token is not None:
-            user_rows.add_token(session, admin, token)
+            name = "LOOM_ADMIN_TOKEN" if wanted else "bootstrap"
+            row = user_rows.add_token(session, admin, token, name=name)
+            if row.revoked_at is not None:
+                log.warning("LOOM_ADMIN_TOKEN was revoked (token %s); set a new one", row.id)
     if token is not None:
         write_private(settings.home_dir / "token", token + "\n")
 

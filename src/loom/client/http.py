@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from loom.client.accounts import AccountCalls
 from loom.domain.errors import LoomError
 
 
@@ -56,7 +57,7 @@ def _raise_for(response: httpx.Response) -> None:
     raise ClientError(f"{message} (HTTP {response.status_code})", response.status_code, code)
 
 
-class LoomClient:
+class LoomClient(AccountCalls):
     def __init__(self, url: str, token: str | None, *, timeout: float = 60.0) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
@@ -93,11 +94,22 @@ class LoomClient:
         return str(self._request("POST", "/v1/jobs", files=files).json()["id"])
 
     def jobs(
-        self, state: list[str] | None = None, offset: int = 0, limit: int = 50
+        self,
+        state: list[str] | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        *,
+        owner: str | None = None,
+        everyone: bool = False,
     ) -> dict[str, Any]:
+        """A page of your jobs; admins may ask for one `owner`'s or `everyone`'s."""
         params: dict[str, Any] = {"offset": offset, "limit": limit}
         if state:
             params["state"] = state
+        if owner:
+            params["owner"] = owner
+        if everyone:
+            params["all"] = "true"
         result: dict[str, Any] = self._request("GET", "/v1/jobs", params=params).json()
         return result
 
@@ -120,9 +132,16 @@ class LoomClient:
         return result
 
     def set_quota(
-        self, name: str, *, cpus: float | None, gpus: int | None, jobs: int | None
+        self,
+        name: str,
+        *,
+        cpus: float | None,
+        gpus: int | None,
+        jobs: int | None,
+        max_priority: int | None = None,
     ) -> dict[str, Any]:
-        body = {"quota": {"cpus": cpus, "gpus": gpus, "jobs": jobs}}
+        quota = {"cpus": cpus, "gpus": gpus, "jobs": jobs, "max_priority": max_priority}
+        body = {"quota": quota}
         result: dict[str, Any] = self._request("PATCH", f"/v1/users/{name}", json=body).json()
         return result
 

@@ -9,6 +9,7 @@
     ├── Unauthorized             no or bad credentials (HTTP 401)
     ├── Forbidden                authenticated but not allowed (HTTP 403)
     ├── Conflict                 the object is in a state that does not allow it (HTTP 409)
+    ├── ConfigError              a setting is unusable: the server refuses to start
     └── PlatformError            something on the platform's side failed
         ├── LaunchError          a launcher could not start or reach learners
         ├── StorageError         a data store or the artifact store failed
@@ -90,6 +91,10 @@ class Forbidden(LoomError):
 
 class Conflict(LoomError):
     """The object's current state does not allow the request."""
+
+
+class ConfigError(LoomError):
+    """A setting is unusable; the message says which, why, and what would do."""
 
 
 class PlatformError(LoomError):

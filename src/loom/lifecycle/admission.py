@@ -81,3 +81,9 @@ def check_host_paths(manifest: Manifest, roots: list[str]) -> None:
 def _under(path: str, root: str) -> bool:
     root = os.path.realpath(root)
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def max_priority(user: User, settings: Settings) -> int:
+    """The highest priority the user's jobs may ask for: their own maximum, else the
+    platform's (LOOM_MAX_PRIORITY)."""
+    return user.max_priority if user.max_priority is not None else settings.max_priority
