@@ -170,8 +170,9 @@ def test_home_is_private_whatever_its_mode_and_the_umask(tmp_path: Path) -> None
             for p in [home, *home.rglob("*")]
             if not p.is_symlink()
             and p.lstat().st_mode & 0o077
-            # the learner wrapper's own python shims (learner/wrapper.py) are chmod 0755
-            and not p.parent.name.startswith(".bin-")
+            # what a sandboxed learner is shown read-only (its python shims, /etc/passwd and
+            # /etc/group) sits in its wrapper's 0700 folder
+            and not (p.parent.name == "bin" or p.name in ("bin", "passwd", "group"))
         ]
         assert loose == []
         for name in ("loom.db", "loom.db-wal", "loom.db-shm", "token", "secret.key", "server.json"):
@@ -185,12 +186,16 @@ def test_upgrade_seals_credentials_of_older_jobs(tmp_path: Path) -> None:
     nowhere once the upgraded platform has started, and the job is shown as before."""
     from alembic import command
     from alembic.config import Config
+    from sqlalchemy import text
 
     from loom.store import users as user_rows
     from loom.store.db import MIGRATIONS, Database
-    from loom.store.tables import Job
 
-    home, password, token = tmp_path / "home", "pw-" + uuid.uuid4().hex, "old-admin-token-1234"
+    home, password, token = (
+        tmp_path / "home",
+        "pw-" + uuid.uuid4().hex,
+        "old-admin-token-" + "k" * 8 + uuid.uuid4().hex,
+    )
     home.mkdir()
     db = Database(f"sqlite:///{home / 'loom.db'}")
     config = Config()
@@ -203,14 +208,23 @@ def test_upgrade_seals_credentials_of_older_jobs(tmp_path: Path) -> None:
         {"id": "cos", "type": "s3_datastore", "connection": {"auth_url": "http://s3",
                                                            "password": password}}
     ]  # fmt: skip
-    with db.session() as session:
-        admin = user_rows.add_user(session, "admin", is_admin=True)
-        user_rows.add_token(session, admin, token)
-        session.add(
-            Job(id="training-old", owner_id=admin.id, name="old", state="COMPLETED",
-                manifest=json.dumps(original), code_digest="d", learners=1, cpus=1, memory=1,
-                gpus=0, submitted_at=time.time())
-        )  # fmt: skip
+    # Rows as the 0005 schema has them (today's tables have more columns).
+    rows = {
+        "users": {"id": "u1", "name": "admin", "is_admin": True, "created_at": time.time()},
+        "tokens": {"token_hash": user_rows.hash_token(token), "user_id": "u1",
+                   "created_at": time.time()},
+        "jobs": {"id": "training-old", "owner_id": "u1", "name": "old", "state": "COMPLETED",
+                 "error_code": None, "status_message": "", "queue_reason": "",
+                 "manifest": json.dumps(original), "code_digest": "d", "priority": 0,
+                 "learners": 1, "cpus": 1, "memory": 1, "gpus": 0, "attempt": 0,
+                 "halt_requested": False, "restart_pending": False,
+                 "submitted_at": time.time()},
+    }  # fmt: skip
+    with db.engine.begin() as connection:
+        for table, row in rows.items():
+            names = ", ".join(row)
+            values = ", ".join(f":{k}" for k in row)
+            connection.execute(text(f"INSERT INTO {table} ({names}) VALUES ({values})"), row)
     db.close()
     srv = Server(home, LOOM_ADMIN_TOKEN=token).start()
     try:
