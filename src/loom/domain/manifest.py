@@ -24,6 +24,7 @@ from pydantic import (
 from loom.domain.errors import ManifestError
 from loom.domain.patterns import PatternError, compile_pattern, reference
 from loom.domain.resources import ResourceError, Resources, parse_memory
+from loom.domain.safe_yaml import UnsafeYaml, safe_load
 
 REDACTED = "***"
 
@@ -326,7 +327,9 @@ def load_manifest(text: str | bytes) -> tuple[Manifest, dict[str, Any]]:
     """Parse and validate a YAML manifest: the model, and the mapping as the user wrote it
     (what the platform stores, so that `1Gb` stays `1Gb`). Raises `ManifestError`."""
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
+    except UnsafeYaml as exc:
+        raise ManifestError(f"the manifest is refused: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ManifestError(f"the manifest is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
