@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from loom.api import ratelimit
 from loom.api.platform import Platform
 from loom.domain.errors import Forbidden, NotFound, Unauthorized
 from loom.store import jobs as job_rows
@@ -42,7 +43,9 @@ def caller(request: Request, loom: PlatformDep) -> Caller:
         found = user_rows.resolve_token(session, token)
     if found is None:
         raise Unauthorized("invalid token")
-    return Caller(*found)
+    who = Caller(*found)
+    ratelimit.charge(request, who.user.id, who.user.name, who.job_scope)
+    return who
 
 
 def current_user(who: Annotated[Caller, Depends(caller)]) -> User:
