@@ -33,7 +33,7 @@ from loom.domain.states import (
     can_transition,
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
-from loom.lifecycle.admission import holdings, quotas
+from loom.lifecycle.admission import check_queue_room, holdings, quotas
 from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
 from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
 from loom.registry.models import ModelRegistry
@@ -72,6 +72,7 @@ class LifecycleManager:
         self.registry = registry
         self.signals = tds.signals
         self._lock = threading.RLock()
+        self._queueing = threading.Lock()  # counting a user's queued jobs, then adding one
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -127,6 +128,8 @@ class LifecycleManager:
     # -- what the API asks -------------------------------------------------------------------
     def submit(self, owner: User, manifest: Manifest, original: dict[str, Any], code: bytes) -> Job:
         """Queue a job; `original` is the manifest mapping as the user wrote it."""
+        with self._session() as session:  # before storing the code, to refuse cheaply
+            check_queue_room(session, owner, self.settings.max_queued_jobs)
         digest = self.artifacts.put(code)
         per = manifest.per_learner
         job = Job(
@@ -148,7 +151,8 @@ class LifecycleManager:
             halt_requested=False,
             submitted_at=time.time(),
         )
-        with self._session() as session:
+        with self._queueing, self._session() as session:
+            check_queue_room(session, owner, self.settings.max_queued_jobs)
             job_rows.add_job(session, job)
         self.wake()
         return job
@@ -175,6 +179,9 @@ class LifecycleManager:
             job = self._job(session, job_id)
             if JobState(job.state) != JobState.HALTED:
                 raise Conflict(f"job {job_id} is {job.state}; only a halted job resumes")
+            check_queue_room(
+                session, session.get_one(User, job.owner_id), self.settings.max_queued_jobs
+            )
             job.halt_requested = False
             job.error_code = None
             job.queue_reason = "resumed; waiting for the scheduler"
