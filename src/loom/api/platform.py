@@ -14,6 +14,7 @@ from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
+from loom.tds.retention import Retention
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
@@ -29,6 +30,7 @@ class Platform:
     registry: ModelRegistry
     lifecycle: LifecycleManager
     deployments: Deployments
+    retention: Retention | None = None
 
     @property
     def signals(self) -> JobSignals:
@@ -37,9 +39,13 @@ class Platform:
     def start(self) -> None:
         self.lifecycle.start()
         self.deployments.start()
+        if self.retention is not None:
+            self.retention.start()
 
     def close(self) -> None:
         """Stop the platform's threads; learners and deployments go on running."""
+        if self.retention is not None:
+            self.retention.stop()
         self.deployments.stop()
         self.lifecycle.stop()
         self.db.close()
@@ -64,13 +70,18 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     artifacts = ArtifactStore(
         settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
     )
-    tds = TrainingData(db, JobSignals())
+    tds = TrainingData(db, JobSignals(), settings.max_log_lines, settings.max_metric_points)
     registry = ModelRegistry(db, artifacts)
     lifecycle = LifecycleManager(
         settings, db, launcher or make_launcher(settings), artifacts, tds, registry
     )
     deployments = Deployments(db, registry, home, settings.serving_host)
-    return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments)
+    platform = Platform(settings, db, artifacts, tds, registry, lifecycle, deployments)
+    if settings.log_retention_days is not None:
+        platform.retention = Retention(
+            tds, settings.log_retention_days, settings.retention_interval_s
+        )
+    return platform
 
 
 def bootstrap_admin(db: Database, settings: Settings) -> None:
