@@ -55,3 +55,10 @@ def test_manifest_with_aliases_is_c101() -> None:
         load_manifest(LAUGHS)
     assert caught.value.code is not None
     assert caught.value.code.value == "C101"
+
+
+def test_too_many_nodes_are_refused() -> None:
+    """A document of more values than the limit is refused before Python objects are built."""
+    assert len(safe_load("[" + "1, " * 100 + "]", max_nodes=101)) == 100
+    with pytest.raises(UnsafeYaml, match="more than 100 values"):
+        safe_load("[" + "1, " * 100 + "]", max_nodes=100)

@@ -308,16 +308,22 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _shown(value: Any, limit: int = 200) -> str:
+    """A value for an error message: a manifest's value may be most of a MiB."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+
 def _describe(error: Any) -> tuple[str, str]:
     loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
     field = _field_path(loc)
     kind = error["type"]
     if kind == "extra_forbidden":
-        return field, f"unknown field `{field}` (value {error['input']!r})"
+        return field, f"unknown field `{field}` (value {_shown(error['input'])})"
     if kind == "missing":
         return field, f"field `{field}` is required"
     message = str(error["msg"]).removeprefix("Value error, ")
-    shown = repr(error["input"])
+    shown = _shown(error["input"])
     if shown in message:
         return field, f"field `{field}`: {message}"
     return field, f"field `{field}`: {message}, got {shown}"

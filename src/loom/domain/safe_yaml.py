@@ -1,6 +1,7 @@
 """YAML written by users, read without letting them choose the cost: libyaml's C parser where
 PyYAML has it, no anchors or aliases (a few hundred bytes of aliases expand to gigabytes, the
-"billion laughs"), and bounded nesting (deep nesting overflows recursive composers)."""
+"billion laughs"), bounded nesting (deep nesting overflows recursive composers), and a bounded
+number of nodes (building Python objects, not parsing, is what costs: seconds a MiB)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_DEPTH = 32
+MAX_NODES = 10_000
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
@@ -24,10 +26,16 @@ def _where(event: yaml.Event) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
 
 
-def check_events(text: str | bytes, max_depth: int = MAX_DEPTH) -> None:
+def check_events(text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
     """Walk the parser's events once, before anything is built; raises `UnsafeYaml`."""
-    depth = 0
+    depth = nodes = 0
     for event in yaml.parse(text, Loader=Loader):
+        nodes += isinstance(event, yaml.NodeEvent)
+        if nodes > max_nodes:
+            raise UnsafeYaml(
+                f"more than {max_nodes} values (YAML nodes) is not accepted; "
+                f"the limit was passed at {_where(event)}"
+            )
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise UnsafeYaml(
                 f"YAML anchors and aliases (`&name`, `*name`) are not accepted, found one at "
@@ -43,7 +51,7 @@ def check_events(text: str | bytes, max_depth: int = MAX_DEPTH) -> None:
             depth -= 1
 
 
-def safe_load(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
+def safe_load(text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
     """One YAML document as Python data; raises `UnsafeYaml` or `yaml.YAMLError`."""
-    check_events(text, max_depth)
+    check_events(text, max_depth, max_nodes)
     return yaml.load(text, Loader=Loader)
