@@ -39,7 +39,7 @@ async def _part(form: Any, name: str, limit: int = -1) -> bytes | None:
 def _check_manifest_size(text: bytes, limit: int) -> None:
     if len(text) > limit:
         raise PayloadTooLarge(
-            f"manifest: more than {limit} bytes, the limit (LOOM_MAX_MANIFEST_BYTES); "
+            f"manifest: larger than the limit of {limit:,} bytes (LOOM_MAX_MANIFEST_BYTES); "
             "a manifest is a few KiB of YAML, code and data go elsewhere"
         )
 
