@@ -107,6 +107,29 @@ class Settings(BaseSettings):
     def _never(cls, value: Any) -> Any:
         return None if str(value).strip().lower() in ("", "never", "none") else value
 
+    # limits: what one user (or one address, or one job's learners) may cost the platform
+    max_manifest_bytes: int = Field(default=2**20, ge=1024, description="a manifest's size")
+    max_json_mb: int = Field(
+        default=16, ge=1, description="request bodies other than uploads and learners' batches"
+    )
+    rate_per_s: float = Field(default=20.0, gt=0, description="requests a second, per user")
+    rate_burst: int = Field(default=200, ge=1, description="requests at once, per user")
+    learner_rate_per_s: float = Field(default=500.0, gt=0, description="per job's learners")
+    learner_rate_burst: int = Field(default=5000, ge=1, description="per job's learners")
+    auth_failures_per_min: float = Field(
+        default=30.0, gt=0, description="failed authentications a minute, per client address"
+    )
+    auth_failures_burst: int = Field(default=30, ge=1, description="per client address")
+    max_queued_jobs: int | None = Field(
+        default=100, ge=0, description="queued (not yet running) jobs per user; None: unlimited"
+    )
+    max_log_lines: int | None = Field(default=1_000_000, ge=0, description="per job")
+    max_metric_points: int | None = Field(default=1_000_000, ge=0, description="per job")
+    log_retention_days: float | None = Field(
+        default=None, gt=0, description="delete logs and metrics of jobs ended this long ago"
+    )
+    retention_interval_s: float = Field(default=3600.0, gt=0)
+
     @property
     def home_dir(self) -> Path:
         return self.home.expanduser().resolve()

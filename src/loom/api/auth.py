@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from loom.api import ratelimit
 from loom.api.platform import Platform
 from loom.api.schemas import iso
 from loom.domain.errors import Forbidden, NotFound, Unauthorized
@@ -63,6 +64,7 @@ def caller(request: Request, loom: PlatformDep) -> Caller:
         user, row = found
         _usable(row, now)
         user_rows.touch(row, now)
+    ratelimit.charge(request, user.id, user.name, row.job_id)
     return Caller(user, row.job_id, row.id)
 
 

@@ -21,6 +21,7 @@ from loom.store import users as user_rows
 from loom.store.db import Database, migrate
 from loom.store.private import create_private, tighten
 from loom.store.secret_keys import SecretKeys
+from loom.tds.retention import Retention
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
@@ -39,6 +40,7 @@ class Platform:
     deployments: Deployments
     keys: SecretKeys
     isolation: Isolation
+    retention: Retention | None = None
 
     @property
     def signals(self) -> JobSignals:
@@ -47,9 +49,13 @@ class Platform:
     def start(self) -> None:
         self.lifecycle.start()
         self.deployments.start()
+        if self.retention is not None:
+            self.retention.start()
 
     def close(self) -> None:
         """Stop the platform's threads; learners and deployments go on running."""
+        if self.retention is not None:
+            self.retention.stop()
         self.deployments.stop()
         self.lifecycle.stop()
         self.db.close()
@@ -91,13 +97,20 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     artifacts = ArtifactStore(
         settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
     )
-    tds = TrainingData(db, JobSignals())
+    tds = TrainingData(db, JobSignals(), settings.max_log_lines, settings.max_metric_points)
     registry = ModelRegistry(db, artifacts)
     lifecycle = LifecycleManager(
         settings, db, launcher or make_launcher(settings, isolation), artifacts, tds, registry, keys
     )
     deployments = Deployments(db, registry, home, settings.serving_host)
-    return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments, keys, isolation)
+    platform = Platform(
+        settings, db, artifacts, tds, registry, lifecycle, deployments, keys, isolation
+    )
+    if settings.log_retention_days is not None:
+        platform.retention = Retention(
+            tds, settings.log_retention_days, settings.retention_interval_s
+        )
+    return platform
 
 
 def check_admin_token(settings: Settings) -> None:

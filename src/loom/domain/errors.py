@@ -5,6 +5,7 @@
     │   ├── ManifestError        C101: the manifest is invalid; names the field and the value
     │   └── ArchiveError         C102: the model definition archive is corrupt or unsafe
     ├── PayloadTooLarge          an upload exceeds the configured limit (HTTP 413)
+    ├── TooManyRequests          over a rate limit or a cap; `retry_after` seconds (HTTP 429)
     ├── NotFound                 no such object, or not yours (HTTP 404)
     ├── Unauthorized             no or bad credentials (HTTP 401)
     ├── Forbidden                authenticated but not allowed (HTTP 403)
@@ -75,6 +76,15 @@ class ArchiveError(InvalidInput):
 
 class PayloadTooLarge(LoomError):
     """An upload exceeds the configured limit."""
+
+
+class TooManyRequests(LoomError):
+    """Over a rate limit (`retry_after`: seconds until a retry can succeed) or a count cap
+    (`retry_after` None: it succeeds once the caller has fewer of the things counted)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class NotFound(LoomError):

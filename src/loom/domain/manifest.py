@@ -24,6 +24,7 @@ from pydantic import (
 from loom.domain.errors import ManifestError
 from loom.domain.patterns import PatternError, compile_pattern, reference
 from loom.domain.resources import ResourceError, Resources, parse_memory
+from loom.domain.safe_yaml import UnsafeYaml, safe_load
 
 REDACTED = "***"
 
@@ -343,6 +344,12 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _shown(value: Any, limit: int = 200) -> str:
+    """A value for an error message: a manifest's value may be most of a MiB."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+
 def _describe(error: Any) -> tuple[str, str]:
     loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
     field = _field_path(loc)
@@ -350,12 +357,12 @@ def _describe(error: Any) -> tuple[str, str]:
     # A credential's value is never repeated, not even to its owner: errors end up in logs.
     secret = "connection" in loc or "image_location" in loc
     if kind == "extra_forbidden":
-        value = "" if secret else f" (value {error['input']!r})"
+        value = "" if secret else f" (value {_shown(error['input'])})"
         return field, f"unknown field `{field}`{value}"
     if kind == "missing":
         return field, f"field `{field}` is required"
     message = str(error["msg"]).removeprefix("Value error, ")
-    shown = repr(error["input"])
+    shown = _shown(error["input"])
     if secret or shown in message:
         return field, f"field `{field}`: {message}"
     return field, f"field `{field}`: {message}, got {shown}"
@@ -365,7 +372,9 @@ def load_manifest(text: str | bytes) -> tuple[Manifest, dict[str, Any]]:
     """Parse and validate a YAML manifest: the model, and the mapping as the user wrote it
     (what the platform stores, so that `1Gb` stays `1Gb`). Raises `ManifestError`."""
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
+    except UnsafeYaml as exc:
+        raise ManifestError(f"the manifest is refused: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ManifestError(f"the manifest is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):

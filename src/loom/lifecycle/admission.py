@@ -1,5 +1,5 @@
 """What the scheduler needs to know, read from the store: what running learners hold (in all,
-per user, which GPUs) and each user's quota."""
+per user, which GPUs), each user's quota, and whether a user may queue one more job."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from loom.domain.errors import ManifestError
+from loom.domain.errors import ManifestError, TooManyRequests
 from loom.domain.manifest import DataStoreType, Manifest
 from loom.domain.resources import Resources
-from loom.domain.states import TERMINAL_STATES
+from loom.domain.states import TERMINAL_STATES, JobState
 from loom.lifecycle.scheduler import Quota, Usage
 from loom.settings import Settings
 from loom.store import jobs as job_rows
-from loom.store.tables import User
+from loom.store.tables import Job, User
 
 HOST_TYPES = {DataStoreType.LOCAL, DataStoreType.MOUNT_VOLUME, DataStoreType.HOST_MOUNT}
 
@@ -87,3 +88,18 @@ def max_priority(user: User, settings: Settings) -> int:
     """The highest priority the user's jobs may ask for: their own maximum, else the
     platform's (LOOM_MAX_PRIORITY)."""
     return user.max_priority if user.max_priority is not None else settings.max_priority
+
+
+def check_queue_room(session: Session, owner: User, limit: int | None) -> None:
+    """Raise `TooManyRequests` if `owner` already has `limit` queued jobs (None: no limit)."""
+    if limit is None:
+        return
+    mine = select(func.count()).select_from(Job)
+    mine = mine.where(Job.owner_id == owner.id, Job.state == JobState.QUEUED.value)
+    queued = int(session.scalar(mine) or 0)
+    if queued >= limit:
+        raise TooManyRequests(
+            f"queue: user {owner.name!r} has {queued} queued jobs, the limit "
+            f"(LOOM_MAX_QUEUED_JOBS is {limit}); submit again once some have started, "
+            "or halt or delete some"
+        )

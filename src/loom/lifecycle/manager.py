@@ -34,7 +34,7 @@ from loom.domain.states import (
     can_transition,
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
-from loom.lifecycle.admission import check_host_paths, holdings, quotas
+from loom.lifecycle.admission import check_host_paths, check_queue_room, holdings, quotas
 from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
 from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
 from loom.registry.models import ModelRegistry
@@ -77,6 +77,7 @@ class LifecycleManager:
         self.registry = registry
         self.signals = tds.signals
         self._lock = threading.RLock()
+        self._queueing = threading.Lock()  # counting a user's queued jobs, then adding one
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -134,6 +135,8 @@ class LifecycleManager:
         """Queue a job; `original` is the manifest mapping as the user wrote it. It is stored
         with its credentials redacted; they are stored sealed."""
         check_host_paths(manifest, self.settings.host_mount_roots)
+        with self._session() as session:  # before storing the code, to refuse cheaply
+            check_queue_room(session, owner, self.settings.max_queued_jobs)
         digest = self.artifacts.put(code)
         redacted, credentials = split(original)
         per = manifest.per_learner
@@ -156,7 +159,8 @@ class LifecycleManager:
             halt_requested=False,
             submitted_at=time.time(),
         )
-        with self._session() as session:
+        with self._queueing, self._session() as session:
+            check_queue_room(session, owner, self.settings.max_queued_jobs)
             job_rows.add_job(session, job)
             sealed.seal_job(session, self.keys, job.id, credentials)
         self.wake()
@@ -184,6 +188,9 @@ class LifecycleManager:
             job = self._job(session, job_id)
             if JobState(job.state) != JobState.HALTED:
                 raise Conflict(f"job {job_id} is {job.state}; only a halted job resumes")
+            check_queue_room(
+                session, session.get_one(User, job.owner_id), self.settings.max_queued_jobs
+            )
             job.halt_requested = False
             job.error_code = None
             job.queue_reason = "resumed; waiting for the scheduler"

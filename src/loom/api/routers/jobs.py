@@ -18,7 +18,7 @@ from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.schemas import Created, JobAction, job_detail, job_summary
 from loom.domain.accounts import check_priority
-from loom.domain.errors import ArchiveError, InvalidInput, ManifestError
+from loom.domain.errors import ArchiveError, InvalidInput, ManifestError, PayloadTooLarge
 from loom.domain.manifest import load_manifest
 from loom.domain.states import JobState
 from loom.lifecycle.admission import max_priority
@@ -30,13 +30,22 @@ from loom.store.tables import User
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-async def _part(form: Any, name: str) -> bytes | None:
+async def _part(form: Any, name: str, limit: int = -1) -> bytes | None:
+    """A part's bytes; with a `limit`, no more than one byte past it are read."""
     value = form.get(name)
     if value is None:
         return None
     if isinstance(value, UploadFile):
-        return await value.read()
+        return await value.read(limit + 1 if limit >= 0 else -1)
     return str(value).encode()
+
+
+def _check_manifest_size(text: bytes, limit: int) -> None:
+    if len(text) > limit:
+        raise PayloadTooLarge(
+            f"manifest: larger than the limit of {limit:,} bytes (LOOM_MAX_MANIFEST_BYTES); "
+            "a manifest is a few KiB of YAML, code and data go elsewhere"
+        )
 
 
 @router.post("", status_code=201, response_model=Created)
@@ -51,11 +60,13 @@ async def submit(
         )
     limit = loom.settings.max_upload_mb * 2**20
     async with request.form(max_part_size=limit) as form:
-        manifest_text = await _part(form, "manifest")
+        manifest_text = await _part(form, "manifest", loom.settings.max_manifest_bytes)
         code = await _part(form, "model_definition")
     if manifest_text is None:
         raise ManifestError("the request has no `manifest` part", field="manifest")
-    manifest, original = load_manifest(manifest_text)
+    _check_manifest_size(manifest_text, loom.settings.max_manifest_bytes)
+    # Parsing is CPU work: off the event loop, which serves every other request meanwhile.
+    manifest, original = await anyio.to_thread.run_sync(load_manifest, manifest_text)
     check_priority(manifest.priority, max_priority(user, loom.settings))
     if code is None:
         raise ArchiveError("the request has no `model_definition` part (a zip of the code)")
