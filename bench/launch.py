@@ -4,6 +4,8 @@ For `python -c "print(1)"`: the time from submission to the first log line reach
 and to the job's end, median over N runs, measured in one run on this machine for
   - the bare command (a subprocess, its stdout read by this process),
   - Loom (the embedded platform: REST submit, queue, learner wrapper, log stream over SSE),
+    with its learners sandboxed (bubblewrap + cgroup, the default where it can) and without
+    (LOOM_ISOLATION=off): the difference is the sandbox's cost,
   - Ray Jobs (`ray job submit` to a local Ray head), in its own venv.
 
     python bench/launch.py [--runs 10] [--no-ray]
@@ -29,8 +31,10 @@ from loom.client import ClientError, LoomClient
 from loom.client.archive import zip_folder
 
 COMMAND = 'python -c "print(1)"'
+# A whole core, so that the kernel's CPU quota (which the sandbox enforces) does not slow the
+# interpreter's start: what is measured is the sandbox's own cost.
 MANIFEST = f"""name: trivial
-cpus: 0.1
+cpus: 1
 memory: 64MiB
 framework:
   name: python
@@ -67,10 +71,10 @@ def _wait_health(url: str, server: subprocess.Popen[bytes]) -> None:
     raise SystemExit("the Loom server did not start")
 
 
-def loom(runs: int) -> list[tuple[float, float]]:
+def loom(runs: int, isolation: str = "auto") -> list[tuple[float, float]]:
     home = Path(tempfile.mkdtemp(prefix="loom-bench-"))
-    port = 8600 + os.getpid() % 300
-    env = {**os.environ, "LOOM_HOME": str(home)}
+    port = 8600 + (os.getpid() + len(isolation)) % 300
+    env = {**os.environ, "LOOM_HOME": str(home), "LOOM_ISOLATION": isolation}
     server = subprocess.Popen(
         [sys.executable, "-m", "loom.api", "--port", str(port)],
         env=env,
@@ -136,7 +140,11 @@ def main() -> None:
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray Jobs peer")
     args = parser.parse_args()
 
-    measured = {"bare command": bare(args.runs), "Loom (local launcher)": loom(args.runs)}
+    measured = {
+        "bare command": bare(args.runs),
+        "Loom (local launcher, sandboxed)": loom(args.runs),
+        "Loom (local launcher, LOOM_ISOLATION=off)": loom(args.runs, "off"),
+    }
     if not args.no_ray:
         measured["Ray Jobs 2.60 (local head)"] = ray_jobs(args.runs)
     base = (
@@ -147,7 +155,7 @@ def main() -> None:
     header = ["system", "runs", "submit→first line (s)", "submit→done (s)", "overhead (s)"]
     print(table(f"launch overhead of `{COMMAND}` (median)", header, rows))
     if "Ray Jobs 2.60 (local head)" in measured:
-        loom_done = statistics.median(r[1] for r in measured["Loom (local launcher)"])
+        loom_done = statistics.median(r[1] for r in measured["Loom (local launcher, sandboxed)"])
         ray_done = statistics.median(r[1] for r in measured["Ray Jobs 2.60 (local head)"])
         print(f"\nLoom is {ray_done / loom_done:.1f}x faster than Ray Jobs to a finished job")
 

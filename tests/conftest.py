@@ -58,7 +58,9 @@ class Server:
         self.home = home
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "LOOM_HOME": str(home), **env}
+        # Host folders a test makes beside the home may be data stores.
+        shared = {"LOOM_HOST_MOUNT_ROOTS": str(home.parent)}
+        self.env = {**os.environ, "LOOM_HOME": str(home), **shared, **env}
         self.env.pop("LOOM_TOKEN", None)
         self.env.pop("LOOM_URL", None)
         self.process: subprocess.Popen[bytes] | None = None
@@ -127,6 +129,19 @@ def stop_deployments(home: Path) -> None:
             if not running(int(pid_file.read_text())):
                 break
             time.sleep(0.1)
+
+
+def processes_with(pattern: bytes) -> list[int]:
+    """Pids of this machine's processes whose command line holds `pattern` (a learner's own
+    pids are those of its sandbox's namespace, so tests find them by what they run)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and pattern in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def running(pid: int) -> bool:

@@ -25,3 +25,15 @@ def test_tls_settings() -> None:
     assert cert == key  # a PEM with both
     with pytest.raises(ValidationError, match="LOOM_TLS_CERTFILE"):
         Settings(tls_keyfile="k.pem")
+
+
+def test_token_lifetime_reads_never_as_no_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LOOM_TOKEN_TTL_DAYS is 90 by default, a number of days if set, and `never` for none."""
+    assert Settings().token_ttl_days == 90
+    monkeypatch.setenv("LOOM_TOKEN_TTL_DAYS", "7.5")
+    assert Settings().token_ttl_days == 7.5
+    monkeypatch.setenv("LOOM_TOKEN_TTL_DAYS", "never")
+    assert Settings().token_ttl_days is None
+    monkeypatch.setenv("LOOM_TOKEN_TTL_DAYS", "0")
+    with pytest.raises(ValueError, match="token_ttl_days"):
+        Settings()

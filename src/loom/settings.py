@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _names(value: Any) -> Any:
+    """A list from the environment: JSON, or plain comma-separated words."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+Names = Annotated[list[str], NoDecode, BeforeValidator(_names)]
 
 
 class Settings(BaseSettings):
@@ -51,6 +66,69 @@ class Settings(BaseSettings):
     learner_retry_s: float = Field(
         default=600.0, description="how long a learner keeps resending to an unreachable API"
     )
+
+    # isolation
+    isolation: Literal["auto", "sandbox", "off"] = Field(
+        default="auto",
+        description="sandbox: confine every learner (refuse to start if this machine cannot); "
+        "auto: confine when possible, else serve one user only; off: jobs run with the "
+        "platform's rights",
+    )
+    sandbox_uid_base: int = Field(default=1_500_000_000, ge=1000, le=2**31 - 2**24 - 1)
+    sandbox_pids: int = Field(default=4096, ge=16, description="processes/threads per learner")
+    sandbox_tmp_mb: int = Field(default=1024, ge=1, description="a learner's private /tmp")
+    sandbox_read_only: Names = Field(
+        default_factory=list, description="more host folders shown read-only to learners"
+    )
+    learner_env: Names = Field(
+        default_factory=list, description="server variables passed on to learners by name"
+    )
+    host_mount_roots: Names = Field(
+        default_factory=list,
+        description="host folders under which host_mount/mount_volume data stores may be",
+    )
+    # secrets at rest
+    secret_keys: SecretStr | None = Field(
+        default=None,
+        description="Fernet keys sealing stored credentials, comma-separated, the current one "
+        "first; default: the key file LOOM_HOME/secret.key, created at first start",
+    )
+
+    # accounts
+    token_ttl_days: float | None = Field(
+        default=90.0, gt=0, description="lifetime of new user tokens; `never`: no expiry"
+    )
+    max_priority: int = Field(
+        default=10, description="highest job priority a user may ask for, unless set per user"
+    )
+
+    @field_validator("token_ttl_days", mode="before")
+    @classmethod
+    def _never(cls, value: Any) -> Any:
+        return None if str(value).strip().lower() in ("", "never", "none") else value
+
+    # limits: what one user (or one address, or one job's learners) may cost the platform
+    max_manifest_bytes: int = Field(default=2**20, ge=1024, description="a manifest's size")
+    max_json_mb: int = Field(
+        default=16, ge=1, description="request bodies other than uploads and learners' batches"
+    )
+    rate_per_s: float = Field(default=20.0, gt=0, description="requests a second, per user")
+    rate_burst: int = Field(default=200, ge=1, description="requests at once, per user")
+    learner_rate_per_s: float = Field(default=500.0, gt=0, description="per job's learners")
+    learner_rate_burst: int = Field(default=5000, ge=1, description="per job's learners")
+    auth_failures_per_min: float = Field(
+        default=30.0, gt=0, description="failed authentications a minute, per client address"
+    )
+    auth_failures_burst: int = Field(default=30, ge=1, description="per client address")
+    max_queued_jobs: int | None = Field(
+        default=100, ge=0, description="queued (not yet running) jobs per user; None: unlimited"
+    )
+    max_log_lines: int | None = Field(default=1_000_000, ge=0, description="per job")
+    max_metric_points: int | None = Field(default=1_000_000, ge=0, description="per job")
+    log_retention_days: float | None = Field(
+        default=None, gt=0, description="delete logs and metrics of jobs ended this long ago"
+    )
+    retention_interval_s: float = Field(default=3600.0, gt=0)
 
     # serving security
     tls_certfile: Path | None = Field(
@@ -102,3 +180,7 @@ class Settings(BaseSettings):
     @property
     def artifacts_dir(self) -> Path:
         return self.home_dir / "artifacts"
+
+    @property
+    def secret_key_file(self) -> Path:  # secrets at rest
+        return self.home_dir / "secret.key"

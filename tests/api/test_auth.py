@@ -72,11 +72,37 @@ def test_only_admins_create_users(server: Server) -> None:
     assert caught.value.status == 403
 
 
+STRONG = "deploy-token-7f3a9c2e41b86d05e9a1c4b7f20d6e38"
+
+
 def test_admin_token_from_environment(tmp_path: pytest.TempPathFactory) -> None:
     """LOOM_ADMIN_TOKEN, as deployments set it, is the admin's token from the first start."""
-    srv = Server(tmp_path / "home", LOOM_ADMIN_TOKEN="deploy-token-1234567890").start()  # type: ignore[operator]
+    srv = Server(tmp_path / "home", LOOM_ADMIN_TOKEN=STRONG).start()  # type: ignore[operator]
     try:
-        with LoomClient(srv.url, "deploy-token-1234567890") as client:
+        with LoomClient(srv.url, STRONG) as client:
             assert client.users()[0]["name"] == "admin"
+            assert [t["name"] for t in client.tokens()] == ["LOOM_ADMIN_TOKEN"]
+            assert client.tokens()[0]["expires_at"] is None
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        ("deploy-token-1234567890", "23 characters"),
+        ("x" * 40, "only repeats a 1-character pattern"),
+    ],
+)
+def test_weak_admin_token_stops_the_server(
+    tmp_path: pytest.TempPathFactory, token: str, why: str
+) -> None:
+    """A short or repetitive LOOM_ADMIN_TOKEN makes the server refuse to start, saying why
+    and how to make a good one."""
+    srv = Server(tmp_path / "home", LOOM_ADMIN_TOKEN=token)  # type: ignore[operator]
+    with pytest.raises(RuntimeError) as caught:
+        srv.start()
+    said = str(caught.value)
+    assert "LOOM_ADMIN_TOKEN is too weak" in said and why in said
+    assert "secrets.token_urlsafe(32)" in said and "Traceback" not in said
+    assert token not in said

@@ -64,13 +64,27 @@ def test_halt_then_resume_continues_from_the_checkpoint(server: Server) -> None:
 
 
 def kill_learner(server: Server, job_id: str, rank: int) -> None:
-    pid_file = server.home / "jobs" / job_id / f"pid-{rank}"
+    pid_file = server.home / "jobs" / job_id / "state" / f"pid-{rank}"
     deadline = time.monotonic() + 30
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.6)
-    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    os.kill(host_pid(job_id, rank), signal.SIGKILL)
     pid_file.unlink()
+
+
+def host_pid(job_id: str, rank: int) -> int:
+    """The host's pid of a learner's script (inside its sandbox it has a pid of its own)."""
+    wanted = {f"TRAINING_ID={job_id}".encode(), f"RANK={rank}".encode()}
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes()
+            environ = set((entry / "environ").read_bytes().split(b"\0"))
+        except (OSError, ValueError):
+            continue
+        if b"epochs.py" in command and wanted <= environ:
+            return int(entry.name)
+    raise AssertionError(f"no learner of rank {rank} of {job_id} is running")
 
 
 def test_killed_learner_restarts_the_gang(server: Server) -> None:

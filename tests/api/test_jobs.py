@@ -14,7 +14,7 @@ import pytest
 
 from loom.client import LoomClient
 from loom.client.archive import zip_folder
-from tests.conftest import ROOT, Server, make_zip, manifest, wait_for_state
+from tests.conftest import ROOT, Server, make_zip, manifest, processes_with, wait_for_state
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +87,7 @@ def test_learner_environment(server: Server) -> None:
 
 def test_admin_token_never_reaches_the_learner(tmp_path: Path) -> None:
     """With LOOM_ADMIN_TOKEN set for the server, the learner's environment does not hold it."""
-    token = "admin-secret-0123456789"
+    token = "admin-secret-5c1e9a07d3b24f68a0e7c2d91b4f3a65"  # strong enough to start
     srv = Server(tmp_path / "home", LOOM_ADMIN_TOKEN=token).start()
     try:
         with LoomClient(srv.url, token) as client:
@@ -246,29 +246,26 @@ def test_leftover_background_process_does_not_hang_the_job(server: Server) -> No
     """A command that leaves a process holding its output still completes, and the leftover
     is stopped with it."""
     with server.client() as client:
-        job_id = submit(client, "sleep 120 & echo $! > $RESULT_DIR/bg.pid; echo done")
+        job_id = submit(client, "sleep 121.5 & echo done")
         job = wait_for_state(client, job_id, FINAL, timeout=30)
     assert job["state"] == "COMPLETED"
-    pid = int((server.home / "jobs" / job_id / "results" / "bg.pid").read_text())
-    assert not pid_alive(pid)
+    assert not processes_with(b"121.5")
 
 
 def test_delete_of_a_running_job_stops_its_processes(server: Server) -> None:
     """DELETE of a running job leaves none of its processes behind."""
     with server.client() as client:
-        job_id = submit(client, "echo $$ > /tmp/loom-test-$TRAINING_ID.pid; sleep 300")
+        job_id = submit(client, "sleep 301.5")
         wait_for_state(client, job_id, {"PROCESSING"})
-        marker = Path(f"/tmp/loom-test-{job_id}.pid")
         deadline = time.monotonic() + 10
-        while not marker.exists() and time.monotonic() < deadline:
+        while not processes_with(b"301.5") and time.monotonic() < deadline:
             time.sleep(0.05)
-        pid = int(marker.read_text())
-        marker.unlink()
+        assert processes_with(b"301.5")
         client.delete(job_id)
     deadline = time.monotonic() + 10
-    while pid_alive(pid) and time.monotonic() < deadline:
+    while processes_with(b"301.5") and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not pid_alive(pid)
+    assert not processes_with(b"301.5")
 
 
 def pid_alive(pid: int) -> bool:

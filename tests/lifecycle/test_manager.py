@@ -272,3 +272,25 @@ def test_completed_only_once_the_model_is_registered(rig: Rig, fail: bool) -> No
     assert states[-2:] == ["STORING", "COMPLETED"]
     expected = "could not be registered" if fail else "registered model version 3"
     assert expected in job.status_message
+
+
+def test_credentials_are_stored_sealed_and_opened_only_to_launch(rig: Rig) -> None:
+    """The stored manifest shows `***`; the launch gets the credentials; a key that does not
+    open them keeps the job queued, saying why, until the right key is back."""
+    from loom.store.secret_keys import SecretKeys
+
+    store = "[{id: s, type: s3_datastore, connection: {auth_url: 'http://s3', password: pw-1}}]"
+    job_id = rig.submit(data_stores=store)
+    with rig.db.session() as session:
+        job = job_rows.get_job(session, job_id)
+        assert job is not None and "pw-1" not in job.manifest
+    right, rig.manager.keys = rig.manager.keys, SecretKeys.ephemeral()
+    rig.manager.step()
+    assert rig.state(job_id) == "QUEUED" and not rig.launcher.launched
+    with rig.db.session() as session:
+        job = job_rows.get_job(session, job_id)
+        assert job is not None and "cannot be opened" in job.queue_reason
+    rig.manager.keys = right
+    rig.manager.step()
+    (launch,) = rig.launcher.launched.values()
+    assert launch.secrets == {"s": {"password": "pw-1"}}

@@ -74,3 +74,35 @@ def test_devices_are_distinct() -> None:
     assert allocate_devices([5], 0, 3) == [[], [], []]
     with pytest.raises(ValueError):
         allocate_devices([0], 1, 2)
+
+
+def test_waiting_reason_never_names_another_users_job() -> None:
+    """A job held behind other users' jobs is told how many, not which."""
+    from loom.lifecycle.scheduler import waiting_reason
+
+    theirs = [QueuedJob(f"training-bob{i}", Resources(1, GIB, 0), 1, owner="bob") for i in (1, 2)]
+    assert waiting_reason("ann", theirs) == "waiting for 2 jobs ahead in the queue to start"
+    assert waiting_reason("ann", theirs[:1]) == "waiting for 1 job ahead in the queue to start"
+
+
+def test_waiting_reason_names_only_the_owners_own_jobs() -> None:
+    """Among the jobs ahead, the owner's own are named, at most three of them."""
+    from loom.lifecycle.scheduler import waiting_reason
+
+    owners = [("b1", "bob"), ("a1", "ann"), ("a2", "ann"), ("a3", "ann"), ("a4", "ann")]
+    ahead = [QueuedJob(n, Resources(1, GIB, 0), 1, owner=o) for n, o in owners]
+    reason = waiting_reason("ann", ahead)
+    assert reason == "waiting for 5 jobs ahead in the queue to start (yours: a1, a2, a3, …)"
+    assert "b1" not in reason
+
+
+def test_plan_hides_the_blocking_job_of_another_user() -> None:
+    """Bob's job waits behind Ann's big one: its reason counts the jobs ahead, names none."""
+    big = QueuedJob("training-ann", Resources(2, GIB, 0), 1, owner="ann")
+    small = QueuedJob("training-bob", Resources(0.5, GIB, 0), 1, owner="bob")
+    later = QueuedJob("training-ann2", Resources(0.5, GIB, 0), 1, owner="ann")
+    decisions = plan([big, small, later], MACHINE, Resources(1, 0, 0))
+    assert decisions[1].reason == "waiting for 1 job ahead in the queue to start"
+    assert decisions[2].reason == (
+        "waiting for 2 jobs ahead in the queue to start (yours: training-ann)"
+    )

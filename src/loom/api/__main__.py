@@ -6,14 +6,17 @@ import argparse
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 import uvicorn
 
 from loom.api.app import create_app
 from loom.api.platform import write_private
+from loom.domain.errors import LoomError
 from loom.lifecycle.workspace import free_port
 from loom.settings import Settings
+from loom.store.private import PRIVATE_UMASK
 
 
 def main() -> None:
@@ -23,6 +26,7 @@ def main() -> None:
     parser.add_argument("--certfile", type=Path, help="PEM certificate: serve HTTPS")
     parser.add_argument("--keyfile", type=Path, help="PEM private key of --certfile")
     args = parser.parse_args()
+    os.umask(PRIVATE_UMASK)  # what the platform and its learners create is theirs alone
     given = {
         "host": args.host,
         "port": args.port,
@@ -38,11 +42,22 @@ def main() -> None:
         settings = settings.model_copy(update={"port": free_port()})
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except LoomError as exc:  # a missing or wrong key, a home that is not ours: said, not traced
+        print(f"loom server: {exc.message}", file=sys.stderr, flush=True)
+        sys.exit(2)
     url = settings.api_url
     settings.home_dir.mkdir(parents=True, exist_ok=True)
     write_private(settings.home_dir / "server.json", json.dumps({"url": url, "pid": os.getpid()}))
     print(f"Loom is running at {url} (state in {settings.home_dir})", flush=True)
+    isolation = app.state.platform.isolation
+    if isolation.confined:
+        print(f"Jobs are sandboxed: {isolation.description}", flush=True)
+    else:
+        print(f"WARNING: {isolation.description}", flush=True)
+        if isolation.single_user:
+            print("WARNING: serving one user only (LOOM_ISOLATION=off to serve more)", flush=True)
     uvicorn.run(
         app,
         host=settings.host,

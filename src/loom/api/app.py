@@ -12,7 +12,19 @@ import loom
 from loom.api import errors
 from loom.api.limits import BodyLimit
 from loom.api.platform import Platform, build_platform
-from loom.api.routers import deployments, jobs, learner, logs, metrics, models, users
+from loom.api.ratelimit import AuthFailureLimit, RateLimits
+from loom.api.routers import (
+    admin,
+    audit,
+    deployments,
+    jobs,
+    learner,
+    logs,
+    metrics,
+    models,
+    tokens,
+    users,
+)
 from loom.launchers.base import Launcher
 from loom.settings import Settings
 
@@ -37,8 +49,14 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
     )
     app.state.platform = platform
     errors.install(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_upload_mb * 2**20)
-    routers = (jobs, logs, metrics, models, deployments, users, learner)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.max_upload_mb * 2**20,
+        json_bytes=min(settings.max_json_mb, settings.max_upload_mb) * 2**20,
+    )
+    app.state.rate_limits = RateLimits(settings)
+    app.add_middleware(AuthFailureLimit, limits=app.state.rate_limits)
+    routers = (jobs, logs, metrics, models, deployments, users, learner, admin, tokens, audit)
     for router in (module.router for module in routers):
         app.include_router(router)
 

@@ -4,6 +4,7 @@ with a traceback."""
 from __future__ import annotations
 
 import logging
+import math
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,6 +19,8 @@ from loom.domain.errors import (
     NotFound,
     PayloadTooLarge,
     PlatformError,
+    SecretKeyError,
+    TooManyRequests,
     Unauthorized,
 )
 
@@ -29,8 +32,10 @@ STATUS: list[tuple[type[LoomError], int]] = [
     (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
+    (SecretKeyError, 409),  # the stored credentials do not allow it until the keys are mended
     (PayloadTooLarge, 413),
     (PlatformError, 503),  # the platform could not do it now; the message says why
+    (TooManyRequests, 429),
 ]
 
 
@@ -47,9 +52,16 @@ def _loom_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, LoomError)
     status = next((s for kind, s in STATUS if isinstance(exc, kind)), 500)
     field = exc.field if isinstance(exc, InvalidInput) else None
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     code = exc.code.value if exc.code else None
-    return JSONResponse(error_body(exc.message, code, field), status, headers=headers)
+    return JSONResponse(error_body(exc.message, code, field), status, headers=_headers(exc))
+
+
+def _headers(exc: LoomError) -> dict[str, str] | None:
+    if isinstance(exc, Unauthorized):
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(exc, TooManyRequests) and exc.retry_after is not None:
+        return {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+    return None
 
 
 def _validation_error(_request: Request, exc: Exception) -> JSONResponse:

@@ -1,4 +1,7 @@
-"""A request body limit that holds for chunked uploads too: 413 once the limit is passed."""
+"""A request body limit that holds for chunked uploads too: 413 once the limit is passed.
+
+Uploads (multipart) and learners' batches may be large; any other body is JSON that the
+framework parses on the event loop, so it gets the smaller `json_bytes`."""
 
 from __future__ import annotations
 
@@ -10,17 +13,26 @@ from loom.domain.errors import PayloadTooLarge
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, json_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.json_bytes = max_bytes if json_bytes is None else json_bytes
+
+    def _limit(self, scope: Scope, headers: dict[bytes, bytes]) -> int:
+        upload = headers.get(b"content-type", b"").startswith(b"multipart/")
+        if upload or scope["path"].startswith("/v1/learner/"):
+            return self.max_bytes
+        return self.json_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(send)
+        headers = dict(scope.get("headers", []))
+        limit = self._limit(scope, headers)
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._reject(send, limit)
             return
         seen = 0
 
@@ -28,17 +40,18 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise PayloadTooLarge(self._message())
+            if seen > limit:
+                raise PayloadTooLarge(self._message(limit))
             return message
 
         await self.app(scope, counted, send)
 
-    def _message(self) -> str:
-        return f"request body is larger than the limit of {self.max_bytes // 2**20} MiB"
+    @staticmethod
+    def _message(limit: int) -> str:
+        return f"request body is larger than the limit of {limit // 2**20} MiB"
 
-    async def _reject(self, send: Send) -> None:
-        body = json.dumps({"error": self._message()}).encode()
+    async def _reject(self, send: Send, limit: int) -> None:
+        body = json.dumps({"error": self._message(limit)}).encode()
         headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from loom.domain.accounts import admin_token_problem
+from loom.domain.errors import ConfigError, PlatformError
 from loom.launchers.base import Launcher
+from loom.lifecycle.isolation import Isolation, decide, sandbox_policy
 from loom.lifecycle.manager import LifecycleManager
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
 from loom.serving.spec import Tls
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
+from loom.store import sealed
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
+from loom.store.private import create_private, tighten
+from loom.store.secret_keys import SecretKeys
+from loom.tds.retention import Retention
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
 ADMIN = "admin"
+log = logging.getLogger("loom.api")
 
 
 @dataclass
@@ -30,6 +39,9 @@ class Platform:
     registry: ModelRegistry
     lifecycle: LifecycleManager
     deployments: Deployments
+    keys: SecretKeys
+    isolation: Isolation
+    retention: Retention | None = None
 
     @property
     def signals(self) -> JobSignals:
@@ -38,45 +50,82 @@ class Platform:
     def start(self) -> None:
         self.lifecycle.start()
         self.deployments.start()
+        if self.retention is not None:
+            self.retention.start()
 
     def close(self) -> None:
         """Stop the platform's threads; learners and deployments go on running."""
+        if self.retention is not None:
+            self.retention.stop()
         self.deployments.stop()
         self.lifecycle.stop()
         self.db.close()
 
 
-def make_launcher(settings: Settings) -> Launcher:
+def make_launcher(settings: Settings, isolation: Isolation) -> Launcher:
     if settings.launcher == "fake":
         from loom.launchers.fake import FakeLauncher
 
         return FakeLauncher()
     from loom.launchers.local import LocalLauncher
 
-    return LocalLauncher(cpus=settings.cpus, memory=settings.memory, gpus=settings.gpus)
+    return LocalLauncher(
+        cpus=settings.cpus,
+        memory=settings.memory,
+        gpus=settings.gpus,
+        sandbox=sandbox_policy(settings, isolation),
+    )
 
 
 def build_platform(settings: Settings, launcher: Launcher | None = None) -> Platform:
+    check_admin_token(settings)
     home = settings.home_dir
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tighten(home)  # what an older version or a looser umask left readable to others
+    if settings.database_url is None:
+        create_private(home / "loom.db")  # SQLite gives its WAL and SHM files the same mode
     db = Database(settings.db_url)
     migrate(db.engine)
+    keys = sealed.open_keys(db, settings.secret_keys, settings.secret_key_file)
     bootstrap_admin(db, settings)
+    isolation = decide(settings)
+    if isolation.single_user:
+        with db.session() as session:
+            if len(user_rows.list_users(session)) > 1:
+                raise PlatformError(
+                    f"this database has several users, but {isolation.description}: set "
+                    "LOOM_ISOLATION=off to serve them anyway, or run where jobs can be sandboxed"
+                )
     artifacts = ArtifactStore(
         settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
     )
-    tds = TrainingData(db, JobSignals())
+    tds = TrainingData(db, JobSignals(), settings.max_log_lines, settings.max_metric_points)
     registry = ModelRegistry(db, artifacts)
     lifecycle = LifecycleManager(
-        settings, db, launcher or make_launcher(settings), artifacts, tds, registry
+        settings, db, launcher or make_launcher(settings, isolation), artifacts, tds, registry, keys
     )
     tls = Tls(*(str(path) for path in settings.tls)) if settings.tls else None
     deployments = Deployments(db, registry, home, settings.serving_host, tls)
-    return Platform(settings, db, artifacts, tds, registry, lifecycle, deployments)
+    platform = Platform(
+        settings, db, artifacts, tds, registry, lifecycle, deployments, keys, isolation
+    )
+    if settings.log_retention_days is not None:
+        platform.retention = Retention(
+            tds, settings.log_retention_days, settings.retention_interval_s
+        )
+    return platform
+
+
+def check_admin_token(settings: Settings) -> None:
+    """A guessable `LOOM_ADMIN_TOKEN` would open the whole platform: refuse to start."""
+    if settings.admin_token is not None:
+        problem = admin_token_problem(settings.admin_token.get_secret_value())
+        if problem is not None:
+            raise ConfigError(problem)
 
 
 def bootstrap_admin(db: Database, settings: Settings) -> None:
-    """The first start creates the admin and its token; `LOOM_ADMIN_TOKEN` is honoured if set."""
+    """The first start creates the admin and its token; `LOOM_ADMIN_TOKEN` is honoured if set.
+    Neither expires: they are how an operator gets in at all."""
     wanted = settings.admin_token.get_secret_value() if settings.admin_token else None
     with db.session() as session:
         admin = user_rows.user_by_name(session, ADMIN)
@@ -85,7 +134,10 @@ def bootstrap_admin(db: Database, settings: Settings) -> None:
             admin = user_rows.add_user(session, ADMIN, is_admin=True)
         token = wanted or (user_rows.new_token() if created else None)
         if token is not None:
-            user_rows.add_token(session, admin, token)
+            name = "LOOM_ADMIN_TOKEN" if wanted else "bootstrap"
+            row = user_rows.add_token(session, admin, token, name=name)
+            if row.revoked_at is not None:
+                log.warning("LOOM_ADMIN_TOKEN was revoked (token %s); set a new one", row.id)
     if token is not None:
         write_private(settings.home_dir / "token", token + "\n")
 

@@ -37,6 +37,7 @@ class QuotaIn(BaseModel):
     cpus: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
     gpus: int | None = Field(default=None, ge=0, le=100_000)
     jobs: int | None = Field(default=None, ge=0, le=1_000_000)
+    max_priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
 
 
 class UserChange(BaseModel):
@@ -48,6 +49,14 @@ class UserCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
     admin: bool = False
+
+
+class TokenCreate(BaseModel):
+    """A new token of one's own: a name to know it by, and a lifetime up to the platform's."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(default="", max_length=100)
+    ttl_days: float | None = Field(default=None, gt=0, le=36_500, allow_inf_nan=False)
 
 
 class LearnerStatusIn(BaseModel):

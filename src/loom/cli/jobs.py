@@ -86,14 +86,17 @@ def train(
 def list_jobs(
     state: Annotated[list[str] | None, typer.Option("--state", "-s")] = None,
     limit: int = 50,
+    owner: Annotated[str | None, typer.Option(help="admins: this user's jobs")] = None,
+    everyone: Annotated[bool, typer.Option("--all", help="admins: every user's jobs")] = False,
 ) -> None:
     """List your jobs, newest first."""
     with client() as loom:
-        page = loom.jobs(state=state, limit=limit)
-    table = Table("ID", "NAME", "STATE", "SUBMITTED", "WHY QUEUED / STATUS")
+        page = loom.jobs(state=state, limit=limit, owner=owner, everyone=everyone)
+    table = Table("ID", "NAME", "OWNER", "STATE", "SUBMITTED", "WHY QUEUED / STATUS")
     for job in page["jobs"]:
         note = job.get("queue_reason") or job.get("status_message") or ""
-        table.add_row(job["id"], job["name"], _styled(job["state"]), job["submitted_at"], note[:60])
+        row = (job["id"], job["name"], job.get("owner") or "", _styled(job["state"]))
+        table.add_row(*row, job["submitted_at"], note[:60])
     console.print(table)
     if page["total"] > len(page["jobs"]):
         console.print(f"{len(page['jobs'])} of {page['total']} jobs shown")

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from loom.cli import deployments, jobs, models, users
+from loom.cli import admin, deployments, jobs, models, tokens, users
+from loom.cli.audit import audit
 from loom.cli.metrics import metrics
 from loom.cli.server import serve, server
 
@@ -42,6 +43,9 @@ app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
+app.add_typer(admin.app, name="admin")
+app.add_typer(tokens.app, name="tokens")
+app.command()(audit)
 
 
 def main() -> None:

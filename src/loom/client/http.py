@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from loom.client.accounts import AccountCalls
 from loom.domain.errors import LoomError
 
 
@@ -69,7 +70,7 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
         raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
 
 
-class LoomClient:
+class LoomClient(AccountCalls):
     def __init__(
         self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
     ) -> None:
@@ -110,11 +111,22 @@ class LoomClient:
         return str(self._request("POST", "/v1/jobs", files=files).json()["id"])
 
     def jobs(
-        self, state: list[str] | None = None, offset: int = 0, limit: int = 50
+        self,
+        state: list[str] | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        *,
+        owner: str | None = None,
+        everyone: bool = False,
     ) -> dict[str, Any]:
+        """A page of your jobs; admins may ask for one `owner`'s or `everyone`'s."""
         params: dict[str, Any] = {"offset": offset, "limit": limit}
         if state:
             params["state"] = state
+        if owner:
+            params["owner"] = owner
+        if everyone:
+            params["all"] = "true"
         result: dict[str, Any] = self._request("GET", "/v1/jobs", params=params).json()
         return result
 
@@ -137,9 +149,16 @@ class LoomClient:
         return result
 
     def set_quota(
-        self, name: str, *, cpus: float | None, gpus: int | None, jobs: int | None
+        self,
+        name: str,
+        *,
+        cpus: float | None,
+        gpus: int | None,
+        jobs: int | None,
+        max_priority: int | None = None,
     ) -> dict[str, Any]:
-        body = {"quota": {"cpus": cpus, "gpus": gpus, "jobs": jobs}}
+        quota = {"cpus": cpus, "gpus": gpus, "jobs": jobs, "max_priority": max_priority}
+        body = {"quota": quota}
         result: dict[str, Any] = self._request("PATCH", f"/v1/users/{name}", json=body).json()
         return result
 
@@ -358,6 +377,11 @@ class LoomClient:
 
     def users(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._request("GET", "/v1/users").json()["users"]
+        return result
+
+    # -- admin -----------------------------------------------------------------------------
+    def rotate_secret_key(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("POST", "/v1/admin/secret-key/rotate").json()
         return result
 
     def health(self) -> dict[str, Any]:

@@ -5,13 +5,16 @@
     │   ├── ManifestError        C101: the manifest is invalid; names the field and the value
     │   └── ArchiveError         C102: the model definition archive is corrupt or unsafe
     ├── PayloadTooLarge          an upload exceeds the configured limit (HTTP 413)
+    ├── TooManyRequests          over a rate limit or a cap; `retry_after` seconds (HTTP 429)
     ├── NotFound                 no such object, or not yours (HTTP 404)
     ├── Unauthorized             no or bad credentials (HTTP 401)
     ├── Forbidden                authenticated but not allowed (HTTP 403)
     ├── Conflict                 the object is in a state that does not allow it (HTTP 409)
+    ├── ConfigError              a setting is unusable: the server refuses to start
     └── PlatformError            something on the platform's side failed
         ├── LaunchError          a launcher could not start or reach learners
-        └── StorageError         a data store or the artifact store failed
+        ├── StorageError         a data store or the artifact store failed
+        └── SecretKeyError       the keys that seal stored credentials are missing or wrong
 
 User-code failures are not exceptions here: a learner's non-zero exit is a job outcome (C201).
 """
@@ -75,6 +78,15 @@ class PayloadTooLarge(LoomError):
     """An upload exceeds the configured limit."""
 
 
+class TooManyRequests(LoomError):
+    """Over a rate limit (`retry_after`: seconds until a retry can succeed) or a count cap
+    (`retry_after` None: it succeeds once the caller has fewer of the things counted)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class NotFound(LoomError):
     """No such object, or one the caller may not see."""
 
@@ -91,6 +103,10 @@ class Conflict(LoomError):
     """The object's current state does not allow the request."""
 
 
+class ConfigError(LoomError):
+    """A setting is unusable; the message says which, why, and what would do."""
+
+
 class PlatformError(LoomError):
     """A failure on the platform's side, not the user's."""
 
@@ -103,3 +119,7 @@ class LaunchError(PlatformError):
 
 class StorageError(PlatformError):
     """A data store or the artifact store failed."""
+
+
+class SecretKeyError(PlatformError):
+    """The keys that seal stored credentials are missing, malformed, or do not open them."""

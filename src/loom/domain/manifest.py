@@ -24,6 +24,7 @@ from pydantic import (
 from loom.domain.errors import ManifestError
 from loom.domain.patterns import PatternError, compile_pattern, reference
 from loom.domain.resources import ResourceError, Resources, parse_memory
+from loom.domain.safe_yaml import UnsafeYaml, safe_load
 
 REDACTED = "***"
 
@@ -83,6 +84,16 @@ class DataStore(_Strict):
     def secrets(self) -> list[str]:
         return [v for k, v in self.connection.items() if k not in PUBLIC_CONNECTION_KEYS and v]
 
+    @field_validator("connection")
+    @classmethod
+    def _plain_path(cls, value: dict[str, str]) -> dict[str, str]:
+        path = value.get("path")
+        if path is not None and (
+            not path.startswith("/") or ".." in path.split("/") or "\0" in path
+        ):
+            raise ValueError(f"`path` must be an absolute host path without '..', got {path!r}")
+        return value
+
 
 class ImageLocation(_Strict):
     registry: Text | None = None
@@ -115,6 +126,31 @@ class MetricsType(StrEnum):
     TENSORBOARD = "tensorboard"
     EMETRICS_FILE = "emetrics_file"
     KATIB = "katib"
+
+
+# What Loom itself sets for a learner; a manifest's `environment.env` cannot change it.
+RESERVED_ENV = frozenset(
+    {"DATA_DIR", "MODEL_DIR", "RESULT_DIR", "LOG_DIR", "CHECKPOINT_DIR", "JOB_STATE_DIR"}
+    | {"TRAINING_ID", "LEARNER_ID", "NUM_LEARNERS", "GPU_COUNT", "CUDA_VISIBLE_DEVICES"}
+    | {"TRAINING_ATTEMPT", "PATH", "PYTHONPATH"}
+)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+class Environment(_Strict):
+    """What a job runs with beyond its framework: for now, its environment variables."""
+
+    env: dict[str, Text] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a variable name")
+            if name in RESERVED_ENV or name.startswith("LOOM_"):
+                raise ValueError(f"{name!r} is set by Loom and cannot be changed")
+        return value
 
 
 # FfDL's other spellings of the same collectors.
@@ -248,6 +284,7 @@ class Manifest(_Strict):
     max_restarts: int = Field(default=0, ge=0, le=100)
     model_name: Text | None = None
     framework_options: dict[str, Any] = Field(default_factory=dict)
+    environment: Environment | None = None
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -307,17 +344,26 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _shown(value: Any, limit: int = 200) -> str:
+    """A value for an error message: a manifest's value may be most of a MiB."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+
 def _describe(error: Any) -> tuple[str, str]:
     loc = tuple(p for p in error["loc"] if not str(p).startswith("function-"))
     field = _field_path(loc)
     kind = error["type"]
+    # A credential's value is never repeated, not even to its owner: errors end up in logs.
+    secret = "connection" in loc or "image_location" in loc
     if kind == "extra_forbidden":
-        return field, f"unknown field `{field}` (value {error['input']!r})"
+        value = "" if secret else f" (value {_shown(error['input'])})"
+        return field, f"unknown field `{field}`{value}"
     if kind == "missing":
         return field, f"field `{field}` is required"
     message = str(error["msg"]).removeprefix("Value error, ")
-    shown = repr(error["input"])
-    if shown in message:
+    shown = _shown(error["input"])
+    if secret or shown in message:
         return field, f"field `{field}`: {message}"
     return field, f"field `{field}`: {message}, got {shown}"
 
@@ -326,7 +372,9 @@ def load_manifest(text: str | bytes) -> tuple[Manifest, dict[str, Any]]:
     """Parse and validate a YAML manifest: the model, and the mapping as the user wrote it
     (what the platform stores, so that `1Gb` stays `1Gb`). Raises `ManifestError`."""
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
+    except UnsafeYaml as exc:
+        raise ManifestError(f"the manifest is refused: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ManifestError(f"the manifest is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):

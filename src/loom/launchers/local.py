@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +24,9 @@ import psutil
 from loom.domain.errors import LaunchError
 from loom.domain.resources import Resources, parse_memory
 from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
+from loom.launchers.confinement import SandboxPolicy
 from loom.learner.shipper import read_spool, write_json_atomic
+from loom.sandbox import cgroups
 
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
 
@@ -51,13 +54,15 @@ class LocalLauncher:
         memory: str | None = None,
         gpus: int | None = None,
         python: str | None = None,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self._capacity = Resources(
             cpus=cpus if cpus is not None else float(os.cpu_count() or 1),
             memory=parse_memory(memory) if memory else psutil.virtual_memory().total,
             gpus=gpus if gpus is not None else detect_gpus(),
         )
-        self._spawner = Spawner(python or sys.executable)
+        self.sandbox = sandbox or SandboxPolicy()
+        self._spawner = Spawner(python or sys.executable, self.sandbox.spawner_env())
 
     def capacity(self) -> Resources:
         return self._capacity
@@ -69,8 +74,14 @@ class LocalLauncher:
     def _start(self, learner: LearnerLaunch) -> None:
         folder = Path(learner.handle)
         folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o700)
+        spec = {
+            **learner.spec,
+            "sandbox": self.sandbox.section(learner.spec),
+            "pass_env": list(self.sandbox.pass_env),
+        }
         spec_file = folder / "spec.json"
-        spec_file.write_text(json.dumps(learner.spec))
+        spec_file.write_text(json.dumps(spec))
         pid = self._spawner.spawn(
             str(spec_file), learner.token, learner.secrets, str(folder / "wrapper.log")
         )
@@ -113,18 +124,24 @@ class LocalLauncher:
         group = _learner_group(folder, found)
         if found is not None and self._alive(*found):
             _signal(found[0], signal.SIGTERM)
-            timer = threading.Timer(grace_s + 5.0, self._kill, args=(found, group))
+            timer = threading.Timer(grace_s + 5.0, self._kill, args=(folder, found, group))
             timer.daemon = True
             timer.start()
-        elif group is not None:
+            return
+        if group is not None:
             _kill_group(group)
+        _remove_cgroup(folder)
 
-    def _kill(self, wrapper: tuple[int, float | None], group: tuple[int, float] | None) -> None:
-        """The wrapper did not stop in time: kill it and the learner's process group."""
+    def _kill(
+        self, folder: Path, wrapper: tuple[int, float | None], group: tuple[int, float] | None
+    ) -> None:
+        """The wrapper did not stop in time: kill it, the learner's process group and every
+        process left in its cgroup."""
         if self._alive(*wrapper):
             _signal(wrapper[0], signal.SIGKILL)
         if group is not None:
             _kill_group(group)
+        _remove_cgroup(folder)
 
     def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
         return read_spool(Path(handle) / "spool.jsonl")
@@ -152,6 +169,15 @@ def _learner_group(
     return int(pgid), started
 
 
+def _remove_cgroup(folder: Path) -> None:
+    """Whatever is left of a learner whose wrapper is gone: its cgroup, emptied and removed."""
+    name = (_read_json(folder / "status.json") or {}).get("cgroup")
+    if not name:
+        return
+    with suppress(cgroups.CgroupUnavailable, OSError):
+        cgroups.detect().group(str(name)).remove()
+
+
 def _kill_group(group: tuple[int, float]) -> None:
     pgid, started = group
     try:
@@ -164,71 +190,90 @@ def _kill_group(group: tuple[int, float]) -> None:
 
 
 class Spawner:
-    """Talks to `python -m loom.learner.spawner`, (re)started on demand."""
+    """Talks to `python -m loom.learner.spawner`, (re)started on demand, over a socket pair.
 
-    def __init__(self, python: str) -> None:
+    Each request hands the spawner the read end of a fresh pipe; the learner's token and
+    secrets are written into the pipe only after the fork, so they reach that one wrapper and
+    never the spawner (whose memory every later fork inherits)."""
+
+    def __init__(self, python: str, env: dict[str, str]) -> None:
         self._python = python
-        self._process: subprocess.Popen[str] | None = None
+        self._env = env
+        self._process: subprocess.Popen[bytes] | None = None
+        self._channel: socket.socket | None = None
         self._lock = threading.Lock()
 
-    def _running(self) -> subprocess.Popen[str]:
-        if self._process is None or self._process.poll() is not None:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
-            self._process = subprocess.Popen(
-                [self._python, "-m", "loom.learner.spawner"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-        return self._process
+    def _running(self) -> socket.socket:
+        if self._process is None or self._process.poll() is not None or self._channel is None:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            with theirs:
+                self._process = subprocess.Popen(
+                    [self._python, "-m", "loom.learner.spawner"],
+                    stdin=theirs.fileno(),
+                    env=self._env,
+                )
+            self._channel = ours
+        return self._channel
 
     def spawn(
         self, spec_file: str, token: str, secrets: dict[str, dict[str, str]], log: str
     ) -> int:
-        """Fork a wrapper for one learner; its pid. The token and the data stores' secrets go
-        through the spawner's pipe, never a file or an environment."""
-        body = {"spec": spec_file, "token": token, "secrets": secrets, "log": log}
-        request = json.dumps(body) + "\n"
+        """Fork a wrapper for one learner; its pid."""
+        request = json.dumps({"spec": spec_file, "log": log}).encode()
         with self._lock:
-            process = self._running()
-            assert process.stdin is not None and process.stdout is not None
-            try:
-                process.stdin.write(request)
-                process.stdin.flush()
-            except OSError:  # it died since; the request never reached it, so ask a new one
-                self._stop(process)
-                process = self._running()
-                assert process.stdin is not None and process.stdout is not None
-                process.stdin.write(request)
-                process.stdin.flush()
-            assert process.stdout is not None
-            try:
-                answer = json.loads(process.stdout.readline())
-            except (OSError, ValueError) as exc:
-                # Not retried: the learner may have started; reconciliation will find it.
-                self._stop(process)
-                raise LaunchError(f"the learner spawner failed: {exc}") from exc
+            answer = self._ask(request, {"token": token, "secrets": secrets})
         if "pid" not in answer:
             raise LaunchError(f"could not start a learner process: {answer.get('error')}")
         return int(answer["pid"])
 
-    def _stop(self, process: subprocess.Popen[str]) -> None:
-        with suppress(OSError):
-            process.kill()
-        process.wait(timeout=5)
-        self._process = None
+    def _ask(self, request: bytes, credentials: dict[str, Any]) -> dict[str, Any]:
+        read, write = os.pipe()
+        try:
+            try:
+                channel = self._running()
+                socket.send_fds(channel, [request], [read])
+            except OSError:  # it died since; the request never reached it, so ask a new one
+                self._stop()
+                channel = self._running()
+                socket.send_fds(channel, [request], [read])
+            os.close(read)
+            read = -1
+            try:
+                answer = json.loads(channel.recv(1 << 16) or b"{}")
+            except (OSError, ValueError) as exc:
+                # Not retried: the learner may have started; reconciliation will find it.
+                self._stop()
+                raise LaunchError(f"the learner spawner failed: {exc}") from exc
+            if "pid" in answer:
+                with suppress(OSError):  # a wrapper that died at once reads nothing
+                    os.write(write, json.dumps(credentials).encode())
+            return dict(answer)
+        finally:
+            for fd in (read, write):
+                if fd >= 0:
+                    os.close(fd)
+
+    def _stop(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self._process is not None:
+            with suppress(OSError):
+                self._process.kill()
+            self._process.wait(timeout=5)
+            self._process = None
 
     def close(self) -> None:
+        """End of file for the spawner, which then exits; its wrappers go on."""
         with self._lock:
-            if self._process is not None and self._process.poll() is None:
-                assert self._process.stdin is not None
-                with suppress(OSError):
-                    self._process.stdin.close()
+            if self._channel is not None:
+                self._channel.close()
+                self._channel = None
+            if self._process is not None:
                 try:
                     self._process.wait(timeout=5)
                 except subprocess.TimeoutExpired:
-                    self._stop(self._process)
+                    self._stop()
             self._process = None
 
 

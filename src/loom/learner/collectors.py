@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from loom.domain.patterns import compile_pattern, reference
+from loom.sandbox.files import open_nofollow
 
 if TYPE_CHECKING:
     from typing import Any
@@ -152,7 +153,7 @@ class _Tail:
     def lines(self, final: bool = False) -> list[str]:
         """Complete lines; at the end, a last line without its newline too."""
         try:
-            with self.path.open("rb") as source:
+            with open_nofollow(self.path) as source:
                 source.seek(self.offset)
                 chunk = source.read()
         except OSError:

@@ -10,11 +10,14 @@ credentials fail at once; an unreachable store is retried with backoff.
 from __future__ import annotations
 
 import fcntl
+import shutil
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from loom.sandbox.files import UnsafePath, open_regular, regular_files
 
 if TYPE_CHECKING:
     from typing import Any
@@ -126,16 +129,25 @@ def download(
         done.write_text(str(len(names)))
 
 
+def _put_batch(fs: Any, source: Path, batch: list[str], prefix: str) -> None:
+    for relative in batch:
+        try:
+            data = open_regular(source, relative)
+        except UnsafePath:
+            continue
+        with data, fs.open(f"{prefix}/{relative}", "wb") as out:
+            shutil.copyfileobj(data, out, 1 << 20)
+
+
 def upload(
     store: dict[str, Any], secrets: dict[str, str], source: Path, job_id: str, deadline_s: float
 ) -> int:
     """Put every file of `source` under `<results bucket>/<job id>/`; returns the file count."""
     bucket = store["results_bucket"]
     fs = _filesystem(store, secrets)
-    files = [p for p in sorted(source.rglob("*")) if p.is_file()]
+    files = regular_files(source)  # written by untrusted code: no link is followed
     for start in range(0, len(files), BATCH):
         batch = files[start : start + BATCH]
-        remote = [f"{bucket}/{job_id}/{p.relative_to(source).as_posix()}" for p in batch]
-        put = partial(fs.put, [str(p) for p in batch], remote)
+        put = partial(_put_batch, fs, source, batch, f"{bucket}/{job_id}")
         _retrying(put, store, secrets, bucket, deadline_s)
     return len(files)

@@ -13,6 +13,8 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loom.sandbox.files import open_nofollow
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
@@ -120,7 +122,7 @@ class _EventFile:
 
     def records(self) -> Iterator[bytes]:
         """Complete records after the last one read; a half-written one waits for next time."""
-        with self.path.open("rb") as source:
+        with open_nofollow(self.path) as source:
             source.seek(self.offset)
             data = source.read()
         pos = 0
@@ -176,7 +178,7 @@ class TensorBoardCollector:
             for folder, _dirs, names in os.walk(root):
                 for name in names:
                     path = Path(folder) / name
-                    if "tfevents" in name and path not in self.files:
+                    if "tfevents" in name and path not in self.files and not path.is_symlink():
                         relative = Path(folder).relative_to(root)
                         group = relative.name or "default"
                         self.files[path] = _EventFile(path, group)

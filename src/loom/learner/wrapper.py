@@ -18,19 +18,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loom.learner.collectors import file_collectors, line_collectors
+from loom.learner.confine import BIN, Confinement, disk_usage
 from loom.learner.shipper import Api, Shipper, write_json_atomic
+from loom.sandbox import files
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import IO, Any
 
 # FfDL's error codes, as plain strings: the wrapper stays free of the domain's imports.
 LEARNER_FAILED = "C201"
 MEMORY_EXCEEDED = "C202"
+STORAGE_EXCEEDED = "C203"
 LOAD_MODEL = "S301"
 LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
 
 LOCAL_STORE_TYPES = {"local", "mount_volume", "host_mount"}
+# What a learner inherits of the wrapper's environment; everything else it sees is its job's.
+INHERITED = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM")
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 class StepFailed(Exception):
@@ -67,6 +74,11 @@ class Learner:
         self.retry_s = float(spec.get("retry_s", 600))
         self.child: subprocess.Popen[bytes] | None = None
         self.halting = False
+        self.private = self.status_file.parent  # the wrapper's own folder
+        sandbox = spec.get("sandbox")
+        self.confined = Confinement(sandbox, self.private) if sandbox else None
+        self.storage_limit = int(spec.get("storage_limit") or 0)
+        self.storage_exceeded: int | None = None
 
     # -- status -----------------------------------------------------------------------------
     def set_state(self, state: str, **extra: Any) -> dict[str, Any]:
@@ -75,6 +87,8 @@ class Learner:
         status = {"state": state, "time": time.time(), "pid": os.getpid(), **extra}
         if self.child is not None:
             status["child_pgid"] = self.child.pid
+        if self.confined is not None and self.confined.group is not None:
+            status["cgroup"] = self.confined.spec["cgroup"]
         status["last_seq"] = self.shipper.seq
         status["last_mseq"] = self.shipper.mseq
         write_json_atomic(self.status_file, status)
@@ -84,6 +98,7 @@ class Learner:
 
     # -- steps ------------------------------------------------------------------------------
     def download(self) -> None:
+        import shutil
         import zipfile
 
         stores = self.spec.get("data_stores", [])
@@ -93,6 +108,9 @@ class Learner:
         for name, path in self.dirs.items():
             if not (name == "DATA_DIR" and from_store):
                 path.mkdir(parents=True, exist_ok=True)
+        # An earlier attempt's code folder may hold links its learner planted: unpack afresh.
+        shutil.rmtree(self.dirs["MODEL_DIR"], ignore_errors=True)
+        self.dirs["MODEL_DIR"].mkdir(parents=True)
         try:
             with zipfile.ZipFile(self.spec["code_zip"]) as archive:
                 archive.extractall(self.dirs["MODEL_DIR"])
@@ -135,31 +153,55 @@ class Learner:
             )
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
+        """Built from an allow-list, never the wrapper's own environment: the locale, the
+        variables an admin passes on (`LOOM_LEARNER_ENV`), FfDL's and the framework's, and the
+        manifest's `environment.env`."""
+        shims = self.private / "bin"
+        _python_shims(shims, self.spec.get("python") or sys.executable)
+        env = {k: os.environ[k] for k in INHERITED if k in os.environ}
+        env.update({k: os.environ[k] for k in self.spec.get("pass_env", []) if k in os.environ})
+        bin_dir = BIN if self.confined is not None else str(shims)
+        home = "/tmp" if self.confined is not None else os.environ.get("HOME", "/tmp")
+        env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", HOME=home, USER="loom", LOGNAME="loom")
+        threads = max(int(float(self.spec.get("cpus") or 0)), 1)
+        env["OMP_NUM_THREADS"] = str(threads)  # a learner's share of the cores, not all of them
         env.update({k: str(v) for k, v in self.dirs.items()})
         env.update(self.spec.get("env", {}))
-        shims = self.dirs["JOB_STATE_DIR"] / f".bin-{self.spec['learner_id']}"
-        _python_shims(shims, self.spec.get("python") or sys.executable)
-        env["PATH"] = f"{shims}{os.pathsep}{env.get('PATH', '')}"
-        model_dir = str(self.dirs["MODEL_DIR"])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (model_dir, env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = str(self.dirs["MODEL_DIR"])
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.spec.get("user_env", {}))
         return env
 
+    def _fetched(self) -> list[Path]:
+        """Data folders the wrapper filled itself (not a host folder of a local store)."""
+        stores = self.spec.get("data_stores", [])
+        local = any(s.get("data_dir") for s in stores if s["type"] == "local")
+        fetched = [] if local else [self.dirs["DATA_DIR"]]
+        return fetched + [Path(s["download_dir"]) for s in stores if s.get("download_dir")]
+
+    def _command(self) -> tuple[list[str], Callable[[], None] | None]:
+        """The argv that runs the user's command, and what the child does before exec."""
+        command, cwd = self.spec["command"], str(self.dirs["MODEL_DIR"])
+        if self.confined is None:
+            return ["/bin/bash", "-c", command], None
+        self.confined.prepare(self.dirs["MODEL_DIR"], self._fetched())
+        return self.confined.argv(command, cwd, self.private / "bin"), self.confined.enter
+
     def process(self) -> int:
+        env = self.environment()
+        argv, before_exec = self._command()
         self.child = subprocess.Popen(
-            self.spec["command"],
-            shell=True,
-            executable="/bin/bash",
+            argv,
             cwd=self.dirs["MODEL_DIR"],
-            env=self.environment(),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=before_exec,  # noqa: PLW1509 (a few plain syscalls: joins a cgroup)
         )
         if self.halting:  # the halt arrived while the command was starting
-            _signal_group(self.child.pid, signal.SIGTERM)
+            self._signal(signal.SIGTERM)
         readers = [
             threading.Thread(target=self._read, args=(self.child.stdout, "stdout"), daemon=True),
             threading.Thread(target=self._read, args=(self.child.stderr, "stderr"), daemon=True),
@@ -172,12 +214,26 @@ class Learner:
         code = self.child.wait()
         self._polling.set()
         poller.join(timeout=10.0)
-        # The learner is over, and so is whatever it left running in its process group (it
-        # would hold on to its output, its GPUs and its memory).
+        # The learner is over, and so is whatever it left running (it would hold on to its
+        # output, its GPUs and its memory): its process group, and its whole cgroup.
         _signal_group(self.child.pid, signal.SIGKILL)
+        if self.confined is not None:
+            if code != 0 and self.confined.oom_killed() and self.memory_exceeded is None:
+                self.memory_exceeded = -1  # stopped by the kernel, at its limit
+            self.confined.teardown()
         for reader in readers:
             reader.join(timeout=5.0)
         return code
+
+    def _signal(self, sig: int) -> None:
+        """A signal to the learner's processes (in a sandbox, all of them but bwrap's monitor,
+        whose death would kill them at once)."""
+        if self.child is None:
+            return
+        if self.confined is not None and sig != signal.SIGKILL:
+            self.confined.signal(sig, self.child.pid)
+        else:
+            _signal_group(self.child.pid, sig)
 
     def _poll_files(self) -> None:
         """While the learner runs: its memory four times a second, its metric files twice;
@@ -188,13 +244,27 @@ class Learner:
             self._check_memory()
             if tick % 2 == 0:
                 self._collect(final=False)
+            if tick % 8 == 0:
+                self._check_storage()
         self._collect(final=True)
+
+    def _check_storage(self) -> None:
+        """A learner whose folders pass the manifest's `storage` is stopped, with a reason."""
+        if not self.storage_limit or self.child is None or self.storage_exceeded is not None:
+            return
+        writable = [p for name, p in self.dirs.items() if name != "DATA_DIR"]
+        used = sum(disk_usage(p) for p in writable)
+        if used > self.storage_limit:
+            self.storage_exceeded = used
+            self._signal(signal.SIGKILL)
 
     def _check_memory(self) -> None:
         """A learner over its manifest `memory` is stopped here, with a reason, before the
         kernel's OOM killer would stop it (or the machine) without one."""
         if not self.memory_limit or self.child is None or self.memory_exceeded is not None:
             return
+        if self.confined is not None and self.confined.limits_memory:
+            return  # the kernel enforces it; an OOM kill is read from the cgroup afterwards
         used = group_rss(self.child.pid)
         if used > self.memory_limit:
             used = group_rss(self.child.pid, proportional=True)  # shared pages counted once
@@ -216,17 +286,16 @@ class Learner:
         pipe.close()
 
     def store(self) -> None:
-        import shutil
-
+        """The learner's log into RESULT_DIR, and RESULT_DIR to the stores, never following a
+        link the learner left there."""
         results = self.dirs["RESULT_DIR"]
-        logs = results / f"learner-{self.spec['learner_id']}"
+        name = f"learner-{self.spec['learner_id']}/training-log.txt"
         try:
-            logs.mkdir(parents=True, exist_ok=True)
-            _render_log(Path(self.spec["spool_file"]), logs / "training-log.txt")
+            files.write_file(results, name, _render_log(Path(self.spec["spool_file"])))
             for store in self.spec.get("data_stores", []):
                 target = store.get("results_dir")
                 if target:
-                    shutil.copytree(results, Path(target), dirs_exist_ok=True)
+                    files.copy_tree(results, Path(target))
         except OSError as exc:
             raise StepFailed(STORE_RESULTS, f"could not store the results: {exc}") from exc
         for store in self.spec.get("data_stores", []):
@@ -258,12 +327,11 @@ class Learner:
         self.halting = True
         if self.child is None or self.child.poll() is not None:
             return
-        _signal_group(self.child.pid, signal.SIGTERM)
+        self._signal(signal.SIGTERM)
 
         def _kill_later() -> None:
             time.sleep(grace)
-            if self.child is not None:
-                _signal_group(self.child.pid, signal.SIGKILL)
+            self._signal(signal.SIGKILL)
 
         threading.Thread(target=_kill_later, daemon=True).start()
 
@@ -278,16 +346,23 @@ class Learner:
             code = self.process()
             if self.halting:
                 return self._finish("HALTED", message="halted by request")
+            if self.storage_exceeded is not None:
+                return self._finish(
+                    "FAILED",
+                    exit_code=code,
+                    error_code=STORAGE_EXCEEDED,
+                    message=(
+                        f"learner {self.spec['learner_id']} wrote {_mib(self.storage_exceeded)}, "
+                        f"more than its storage limit of {_mib(self.storage_limit)} (manifest "
+                        f"`storage`), and was stopped"
+                    ),
+                )
             if self.memory_exceeded is not None:
                 return self._finish(
                     "FAILED",
                     exit_code=code,
                     error_code=MEMORY_EXCEEDED,
-                    message=(
-                        f"learner {self.spec['learner_id']} used {_mib(self.memory_exceeded)}, "
-                        f"more than its memory limit of {_mib(self.memory_limit)} (manifest "
-                        f"`memory`), and was stopped"
-                    ),
+                    message=self._memory_message(),
                 )
             self.set_state("STORING", exit_code=code)
             self.shipper.sync()
@@ -299,6 +374,19 @@ class Learner:
                 "FAILED", exit_code=code, error_code=LEARNER_FAILED, message=self._crash(code)
             )
         return self._finish("COMPLETED", exit_code=0)
+
+    def _memory_message(self) -> str:
+        learner, limit = self.spec["learner_id"], _mib(self.memory_limit)
+        if self.memory_exceeded == -1:
+            return (
+                f"learner {learner} reached its memory limit of {limit} (manifest `memory`) "
+                f"and was stopped by the kernel"
+            )
+        used = _mib(self.memory_exceeded or 0)
+        return (
+            f"learner {learner} used {used}, more than its memory limit of {limit} (manifest "
+            f"`memory`), and was stopped"
+        )
 
     def _crash(self, code: int) -> str:
         how = f"exit code {code}"
@@ -374,21 +462,24 @@ def _signal_group(pgid: int, sig: int) -> None:
 def _python_shims(folder: Path, python: str) -> None:
     """`python` and `python3` in the learner's PATH run the interpreter Loom runs under."""
     folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)  # shown to the learner; whatever the platform's umask
     for name in ("python", "python3"):
         shim = folder / name
         shim.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
         shim.chmod(0o755)
 
 
-def _render_log(spool: Path, target: Path) -> None:
-    with spool.open(encoding="utf-8") as source, target.open("w", encoding="utf-8") as out:
+def _render_log(spool: Path) -> bytes:
+    out = []
+    with spool.open(encoding="utf-8") as source:
         for raw in source:
             try:
                 entry = json.loads(raw)
             except ValueError:
                 continue
             if "text" in entry:
-                out.write(entry["text"] + "\n")
+                out.append(entry["text"] + "\n")
+    return "".join(out).encode()
 
 
 def run_spec(spec_file: str, token: str, secrets: dict[str, dict[str, str]] | None = None) -> int:

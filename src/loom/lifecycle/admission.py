@@ -1,19 +1,25 @@
 """What the scheduler needs to know, read from the store: what running learners hold (in all,
-per user, which GPUs) and each user's quota."""
+per user, which GPUs), each user's quota, and whether a user may queue one more job."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from loom.domain.errors import ManifestError, TooManyRequests
+from loom.domain.manifest import DataStoreType, Manifest
 from loom.domain.resources import Resources
-from loom.domain.states import TERMINAL_STATES
+from loom.domain.states import TERMINAL_STATES, JobState
 from loom.lifecycle.scheduler import Quota, Usage
 from loom.settings import Settings
 from loom.store import jobs as job_rows
-from loom.store.tables import User
+from loom.store.tables import Job, User
+
+HOST_TYPES = {DataStoreType.LOCAL, DataStoreType.MOUNT_VOLUME, DataStoreType.HOST_MOUNT}
 
 
 @dataclass
@@ -54,3 +60,46 @@ def quotas(session: Session, owners: Iterable[str], settings: Settings) -> dict[
             jobs=user.quota_jobs if user and user.quota_jobs is not None else settings.quota_jobs,
         )
     return found
+
+
+def check_host_paths(manifest: Manifest, roots: list[str]) -> None:
+    """A data store on a host folder must lie under a root the admin allows
+    (`LOOM_HOST_MOUNT_ROOTS`); none is allowed by default."""
+    for index, store in enumerate(manifest.data_stores):
+        path = store.connection.get("path")
+        on_host = store.type in HOST_TYPES or store.connection.get("type") == "host_mount"
+        if path is None or not on_host:
+            continue
+        resolved = os.path.realpath(path)
+        if not any(_under(resolved, root) for root in roots):
+            raise ManifestError(
+                f"data store {store.id!r}: host folder {path!r} is not under a folder this "
+                "platform shares with jobs (an admin allows folders with LOOM_HOST_MOUNT_ROOTS)",
+                field=f"data_stores[{index}].connection.path",
+            )
+
+
+def _under(path: str, root: str) -> bool:
+    root = os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def max_priority(user: User, settings: Settings) -> int:
+    """The highest priority the user's jobs may ask for: their own maximum, else the
+    platform's (LOOM_MAX_PRIORITY)."""
+    return user.max_priority if user.max_priority is not None else settings.max_priority
+
+
+def check_queue_room(session: Session, owner: User, limit: int | None) -> None:
+    """Raise `TooManyRequests` if `owner` already has `limit` queued jobs (None: no limit)."""
+    if limit is None:
+        return
+    mine = select(func.count()).select_from(Job)
+    mine = mine.where(Job.owner_id == owner.id, Job.state == JobState.QUEUED.value)
+    queued = int(session.scalar(mine) or 0)
+    if queued >= limit:
+        raise TooManyRequests(
+            f"queue: user {owner.name!r} has {queued} queued jobs, the limit "
+            f"(LOOM_MAX_QUEUED_JOBS is {limit}); submit again once some have started, "
+            "or halt or delete some"
+        )

@@ -19,7 +19,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from loom.domain.errors import Conflict, ErrorCode, LaunchError, NotFound
+from loom.domain.credentials import merge, split
+from loom.domain.errors import Conflict, ErrorCode, LaunchError, NotFound, SecretKeyError
 from loom.domain.learner_env import MPI
 from loom.domain.manifest import Manifest, manifest_from_dict
 from loom.domain.resources import Resources
@@ -33,15 +34,17 @@ from loom.domain.states import (
     can_transition,
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
-from loom.lifecycle.admission import holdings, quotas
+from loom.lifecycle.admission import check_host_paths, check_queue_room, holdings, quotas
 from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
 from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
 from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
+from loom.store import sealed
 from loom.store import users as user_rows
 from loom.store.db import Database
+from loom.store.secret_keys import SecretKeys
 from loom.store.tables import Job, Learner, User
 from loom.tds.service import TrainingData
 
@@ -63,8 +66,10 @@ class LifecycleManager:
         artifacts: ArtifactStore,
         tds: TrainingData,
         registry: ModelRegistry | None = None,
+        keys: SecretKeys | None = None,
     ) -> None:
         self.settings = settings
+        self.keys = keys or SecretKeys.ephemeral()  # seals jobs' credentials
         self.db = db
         self.launcher = launcher
         self.artifacts = artifacts
@@ -72,6 +77,7 @@ class LifecycleManager:
         self.registry = registry
         self.signals = tds.signals
         self._lock = threading.RLock()
+        self._queueing = threading.Lock()  # counting a user's queued jobs, then adding one
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,8 +132,13 @@ class LifecycleManager:
 
     # -- what the API asks -------------------------------------------------------------------
     def submit(self, owner: User, manifest: Manifest, original: dict[str, Any], code: bytes) -> Job:
-        """Queue a job; `original` is the manifest mapping as the user wrote it."""
+        """Queue a job; `original` is the manifest mapping as the user wrote it. It is stored
+        with its credentials redacted; they are stored sealed."""
+        check_host_paths(manifest, self.settings.host_mount_roots)
+        with self._session() as session:  # before storing the code, to refuse cheaply
+            check_queue_room(session, owner, self.settings.max_queued_jobs)
         digest = self.artifacts.put(code)
+        redacted, credentials = split(original)
         per = manifest.per_learner
         job = Job(
             id=new_job_id(),
@@ -137,7 +148,7 @@ class LifecycleManager:
             error_code=None,
             status_message="",
             queue_reason="waiting for the scheduler",
-            manifest=json.dumps(original, default=str),
+            manifest=json.dumps(redacted, default=str),
             code_digest=digest,
             priority=manifest.priority,
             learners=manifest.learners,
@@ -148,8 +159,10 @@ class LifecycleManager:
             halt_requested=False,
             submitted_at=time.time(),
         )
-        with self._session() as session:
+        with self._queueing, self._session() as session:
+            check_queue_room(session, owner, self.settings.max_queued_jobs)
             job_rows.add_job(session, job)
+            sealed.seal_job(session, self.keys, job.id, credentials)
         self.wake()
         return job
 
@@ -175,6 +188,9 @@ class LifecycleManager:
             job = self._job(session, job_id)
             if JobState(job.state) != JobState.HALTED:
                 raise Conflict(f"job {job_id} is {job.state}; only a halted job resumes")
+            check_queue_room(
+                session, session.get_one(User, job.owner_id), self.settings.max_queued_jobs
+            )
             job.halt_requested = False
             job.error_code = None
             job.queue_reason = "resumed; waiting for the scheduler"
@@ -470,7 +486,9 @@ class LifecycleManager:
         for decision in decisions:
             job = by_id[decision.job_id]
             if decision.verdict == Verdict.START:
-                batches.append((job.id, self._admit(session, job, held.devices)))
+                launches = self._admit(session, job, held.devices)
+                if launches:
+                    batches.append((job.id, launches))
             elif decision.verdict == Verdict.NEVER:
                 code = ErrorCode.INSUFFICIENT_RESOURCES.value
                 self._transition(session, job, JobState.FAILED, decision.reason, code)
@@ -480,8 +498,15 @@ class LifecycleManager:
 
     def _admit(self, session: Session, job: Job, taken: set[int]) -> list[LearnerLaunch]:
         """Record the job's next attempt and its learners, with their GPUs (none of `taken`);
-        they are launched after commit."""
-        manifest = manifest_from_dict(json.loads(job.manifest))
+        they are launched after commit. None while its credentials cannot be opened."""
+        try:  # opened only here, to go to its learners' wrappers through a pipe
+            credentials = sealed.credentials_of(session, self.keys, job.id)
+        except SecretKeyError as exc:
+            if job.queue_reason != exc.message:
+                log.error("job %s stays queued: %s", job.id, exc.message)
+                job.queue_reason = exc.message
+            return []
+        manifest = manifest_from_dict(merge(json.loads(job.manifest), credentials))
         owner = session.get_one(User, job.owner_id)
         job.attempt += 1
         job.queue_reason = ""

@@ -84,7 +84,7 @@ def plan(
     free = capacity - in_use
     usage = dict(usage or {})
     quotas = quotas or {}
-    blocked_by: str | None = None
+    ahead: list[QueuedJob] = []  # jobs waiting for resources, which start before those behind
     decisions = []
     for job in queue:
         held = usage.get(job.owner, Usage())
@@ -95,17 +95,30 @@ def plan(
             decisions.append(Decision(job.id, Verdict.NEVER, reason))
         elif quota_reason:
             decisions.append(Decision(job.id, Verdict.WAIT, quota_reason))
-        elif blocked_by is not None:
-            reason = f"waiting for job {blocked_by}, ahead in the queue, to start"
-            decisions.append(Decision(job.id, Verdict.WAIT, reason))
+        elif ahead:
+            decisions.append(Decision(job.id, Verdict.WAIT, waiting_reason(job.owner, ahead)))
+            ahead.append(job)
         elif job.need.fits_in(free):
             free = free - job.need
             usage[job.owner] = held.plus(job)
             decisions.append(Decision(job.id, Verdict.START))
         else:
             decisions.append(Decision(job.id, Verdict.WAIT, job.need.shortfall(free)))
-            blocked_by = job.id
+            ahead.append(job)
     return decisions
+
+
+def waiting_reason(owner: str, ahead: Sequence[QueuedJob], named: int = 3) -> str:
+    """Why a job waits behind others: how many, naming only its owner's own jobs (another
+    user's job id is not the owner's to know)."""
+    count = f"{len(ahead)} job{'s' if len(ahead) != 1 else ''}"
+    mine = [j.id for j in ahead if j.owner == owner]
+    if not mine:
+        return f"waiting for {count} ahead in the queue to start"
+    more = ", …" if len(mine) > named else ""
+    return (
+        f"waiting for {count} ahead in the queue to start (yours: {', '.join(mine[:named])}{more})"
+    )
 
 
 def allocate_devices(free: Sequence[int], per_learner: int, learners: int) -> list[list[int]]:

@@ -44,8 +44,13 @@ class Workspace:
             "RESULT_DIR": str(self.results),
             "LOG_DIR": str(self.root / "logs" / f"learner-{learner}"),
             "CHECKPOINT_DIR": str(self.root / "checkpoints"),
-            "JOB_STATE_DIR": str(self.root),
+            "JOB_STATE_DIR": str(self.state),
         }
+
+    @property
+    def state(self) -> Path:
+        """Shared by the job's learners; not the job's root, which holds the wrappers' files."""
+        return self.root / "state"
 
     def store_data_dir(self, store: DataStore) -> Path | None:
         """Where a store's training data is: its host folder, or a download folder."""
@@ -55,8 +60,9 @@ class Workspace:
 
     def write_hostfile(self, gang: Gang) -> None:
         """Horovod's / Open MPI's hostfile, shared by the gang's learners."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "hostfile").write_text(hostfile(gang, gang.size))
+        self.state.mkdir(parents=True, exist_ok=True)
+        (self.state / "hostfile").write_text(hostfile(gang, gang.size))
+        (self.state / "hostfile").chmod(0o644)  # read by the job's uid, whatever the umask
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -159,7 +165,7 @@ def learner_spec(
         if store_dir is not None:
             env[f"DATA_DIR_{re.sub(r'[^A-Za-z0-9]', '_', store.id).upper()}"] = str(store_dir)
     if manifest.framework.name.lower() in MPI:
-        env["HOROVOD_HOSTFILE"] = env["OMPI_HOSTFILE"] = str(workspace.root / "hostfile")
+        env["HOROVOD_HOSTFILE"] = env["OMPI_HOSTFILE"] = str(workspace.state / "hostfile")
     return {
         "job_id": job_id,
         "attempt": attempt,
@@ -180,6 +186,9 @@ def learner_spec(
         "retry_s": retry_s,
         "halt_grace_s": halt_grace_s,
         "memory_limit": manifest.memory,
+        "cpus": manifest.cpus,
+        "storage_limit": manifest.storage,
+        "user_env": dict(manifest.environment.env) if manifest.environment else {},
         "status_file": str(folder / "status.json"),
         "spool_file": str(folder / "spool.jsonl"),
     }

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from loom.domain.errors import InvalidInput, NotFound
 from loom.domain.manifest import manifest_from_dict
+from loom.sandbox.files import UnsafePath, open_regular, regular_files
 from loom.storage.artifacts import ArtifactStore
 from loom.store.db import Database
 from loom.store.tables import Job, Model, ModelAlias, ModelVersion
@@ -40,17 +41,17 @@ class ModelRegistry:
     ) -> ModelVersion | None:
         """A new version from a completed job's `RESULT_DIR/model/`; None if it wrote none."""
         folder = results / "model"
-        paths = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
-        if not paths:
+        files = []
+        # The folder was written by untrusted code: no link is followed out of it.
+        for relative in regular_files(folder):
+            try:
+                with open_regular(folder, relative) as data:
+                    digest, size = self.artifacts.put_stream(data)
+            except UnsafePath:
+                continue
+            files.append({"path": relative, "digest": digest, "size": size})
+        if not files:
             return None
-        files = [
-            {
-                "path": p.relative_to(folder).as_posix(),
-                "digest": self.artifacts.put_file(p),
-                "size": p.stat().st_size,
-            }
-            for p in paths
-        ]
         manifest = manifest_from_dict(original)
         name = manifest.model_name or manifest.name
         with self.db.session() as session:

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import NotFound
@@ -26,9 +26,16 @@ OWNER_TOKEN = "token"  # whose a hash is, for the owner's own API tokens
 def accepted_hashes(session: Session, deployment: Deployment) -> dict[str, str]:
     """Every token hash the deployment's endpoint accepts, with whose it is: the owner's API
     tokens (not those scoped to a job's learners) and the deployment's keys (by key id). Only
-    this function decides it: token expiry plugs in here."""
+    this function decides it. A revoked or expired token is left out; an expiry is checked
+    again each time the supervisor renders the file (every few seconds)."""
+    now = time.time()
     tokens = session.scalars(
-        select(Token.token_hash).where(Token.user_id == deployment.owner_id, Token.job_id.is_(None))
+        select(Token.token_hash).where(
+            Token.user_id == deployment.owner_id,
+            Token.job_id.is_(None),
+            Token.revoked_at.is_(None),
+            or_(Token.expires_at.is_(None), Token.expires_at > now),
+        )
     )
     keys = session.execute(
         select(DeploymentKey.key_hash, DeploymentKey.id).where(

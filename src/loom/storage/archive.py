@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
-import os
+import shutil
 import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
 from loom.domain.errors import ArchiveError, PayloadTooLarge
+from loom.sandbox.files import UnsafePath, open_regular, regular_files
 
 
 def _unsafe_reason(name: str, mode: int) -> str | None:
@@ -58,11 +59,10 @@ def check_zip(data: bytes, *, max_unpacked: int) -> list[str]:
 def zip_tree(folder: Path, target: Path) -> None:
     """Write a zip of a folder to `target` (results downloads); empty if there is no folder."""
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        if not folder.is_dir():
-            return
-        for root, dirs, files in os.walk(folder):
-            dirs.sort()
-            for name in sorted(files):
-                path = Path(root) / name
-                if path.is_file() and not path.is_symlink():
-                    archive.write(path, path.relative_to(folder).as_posix())
+        # The folder was written by untrusted code: no link is followed out of it.
+        for relative in regular_files(folder):
+            try:
+                with open_regular(folder, relative) as data, archive.open(relative, "w") as out:
+                    shutil.copyfileobj(data, out, 2**20)
+            except UnsafePath:
+                continue

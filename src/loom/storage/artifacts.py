@@ -10,7 +10,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from loom.domain.errors import NotFound, StorageError
 
@@ -75,19 +75,26 @@ class ArtifactStore:
 
     def put_file(self, source: Path) -> str:
         """Store a file by its digest, streaming it; returns the digest."""
+        with source.open("rb") as data:
+            return self.put_stream(data)[0]
+
+    def put_stream(self, data: BinaryIO) -> tuple[str, int]:
+        """Store what a readable stream holds by its digest; returns the digest and size."""
         hasher = hashlib.sha256()
+        size = 0
         self.root.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.root)
-        with os.fdopen(fd, "wb") as out, source.open("rb") as data:
+        with os.fdopen(fd, "wb") as out:
             while chunk := data.read(2**20):
                 hasher.update(chunk)
+                size += len(chunk)
                 out.write(chunk)
         digest = "sha256:" + hasher.hexdigest()
         path = self._path(digest)
         path.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, path)
         self._publish(path, digest)
-        return digest
+        return digest, size
 
     def path(self, digest: str) -> Path:
         """A local file with the blob: the store itself, or its cache of the remote store."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import CursorResult, Delete, delete, func, select
 from sqlalchemy.orm import Session
 
 from loom.store.tables import LogLine
@@ -21,27 +21,45 @@ def insert_ignoring_duplicates(
     columns: Sequence[str],
     rows: Sequence[Row],
     json_columns: frozenset[str] = frozenset(),
-) -> None:
+) -> int:
     """Insert rows (tuples in `columns` order, JSON columns already serialised); a row whose
-    unique key is already stored is skipped, so resends are no-ops.
+    unique key is already stored is skipped, so resends are no-ops. Returns how many were
+    inserted (all of them where the driver does not say).
 
     This is the ingestion hot path (100,000s of rows a second): it goes straight to the
     driver's `executemany`, not through the ORM's bulk insert and per-row type processing,
     which cost 3-4x more per row.
     """
     if not rows:
-        return
+        return 0
     postgres = session.get_bind().dialect.name == "postgresql"
     mark = "%s" if postgres else "?"
     marks = ", ".join(f"{mark}::json" if postgres and c in json_columns else mark for c in columns)
     names = ", ".join(f'"{c}"' for c in columns)
     sql = f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-    session.connection().exec_driver_sql(sql, list(rows))
+    inserted = session.connection().exec_driver_sql(sql, list(rows)).rowcount
+    return inserted if inserted >= 0 else len(rows)
 
 
-def insert_lines(session: Session, rows: Sequence[Row]) -> None:
+def insert_lines(session: Session, rows: Sequence[Row]) -> int:
     """Insert lines (tuples in `LINE_COLUMNS` order); lines already stored are skipped."""
-    insert_ignoring_duplicates(session, LogLine.__tablename__, LINE_COLUMNS, rows)
+    return insert_ignoring_duplicates(session, LogLine.__tablename__, LINE_COLUMNS, rows)
+
+
+def count_lines(session: Session, job_id: str) -> int:
+    query = select(func.count()).select_from(LogLine).where(LogLine.job_id == job_id)
+    return int(session.scalar(query) or 0)
+
+
+def delete_lines(session: Session, job_id: str, limit: int) -> int:
+    """Delete up to `limit` of a job's lines (a short transaction); returns how many."""
+    some = select(LogLine.id).where(LogLine.job_id == job_id).limit(limit)
+    return delete_rows(session, delete(LogLine).where(LogLine.id.in_(some)))
+
+
+def delete_rows(session: Session, statement: Delete) -> int:
+    result: CursorResult[Any] = session.execute(statement)  # type: ignore[assignment]
+    return int(result.rowcount)
 
 
 def last_seq(session: Session, job_id: str, attempt: int, learner_id: int) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.orm import Session
 
-from loom.store.logs import Row, insert_ignoring_duplicates
+from loom.store.logs import Row, delete_rows, insert_ignoring_duplicates
 from loom.store.tables import MetricPoint
 
 POINT_COLUMNS = (
@@ -25,11 +25,22 @@ POINT_COLUMNS = (
 JSON_COLUMNS = frozenset({"etimes", "values"})
 
 
-def insert_points(session: Session, rows: Sequence[Row]) -> None:
+def insert_points(session: Session, rows: Sequence[Row]) -> int:
     """Insert points (tuples in `POINT_COLUMNS` order, `etimes` and `values` as JSON text)."""
-    insert_ignoring_duplicates(
+    return insert_ignoring_duplicates(
         session, MetricPoint.__tablename__, POINT_COLUMNS, rows, JSON_COLUMNS
     )
+
+
+def count_points(session: Session, job_id: str) -> int:
+    query = select(func.count()).select_from(MetricPoint).where(MetricPoint.job_id == job_id)
+    return int(session.scalar(query) or 0)
+
+
+def delete_points(session: Session, job_id: str, limit: int) -> int:
+    """Delete up to `limit` of a job's points (a short transaction); returns how many."""
+    some = select(MetricPoint.id).where(MetricPoint.job_id == job_id).limit(limit)
+    return delete_rows(session, delete(MetricPoint).where(MetricPoint.id.in_(some)))
 
 
 def last_seq(session: Session, job_id: str, attempt: int, learner_id: int) -> int:

@@ -42,17 +42,24 @@ class User(Base):
     quota_cpus: Mapped[float | None] = mapped_column(Float)
     quota_gpus: Mapped[int | None] = mapped_column(Integer)
     quota_jobs: Mapped[int | None] = mapped_column(Integer)
+    max_priority: Mapped[int | None] = mapped_column(Integer)  # None: LOOM_MAX_PRIORITY
 
 
 class Token(Base):
-    """Only a token's SHA-256 is kept. A token with a job id is scoped to that job's learners."""
+    """Only a token's SHA-256 is kept; `id` is its public name, for listing and revoking.
+    A token with a job id is scoped to that job's learners."""
 
     __tablename__ = "tokens"
 
     token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
-    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    id: Mapped[str] = mapped_column(String(20), unique=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     job_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    name: Mapped[str] = mapped_column(String(100), default="", server_default="")
     created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float)
+    last_used_at: Mapped[float | None] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
 
 
 class Job(Base):
@@ -78,6 +85,17 @@ class Job(Base):
     submitted_at: Mapped[float] = mapped_column(Float, index=True)
     started_at: Mapped[float | None] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class JobSecret(Base):
+    """A job's credentials, sealed with the platform's current secret key; None: it has none.
+    Every job has one (a job without one was stored before credentials were sealed)."""
+
+    __tablename__ = "job_secrets"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    sealed: Mapped[str | None] = mapped_column(Text)
+    sealed_at: Mapped[float] = mapped_column(Float)
 
 
 class JobEvent(Base):
@@ -234,3 +252,22 @@ class DeploymentKey(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
     last_used_at: Mapped[float | None] = mapped_column(Float)
+
+
+class AuditEvent(Base):
+    """Who did what to which object, from where. Never a token or a secret in `detail`."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        Index("ix_audit_events_actor_id", "actor", "id"),
+        Index("ix_audit_events_action_id", "action", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    actor: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(50))
+    target_kind: Mapped[str] = mapped_column(String(30))
+    target_id: Mapped[str] = mapped_column(String(200))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+    client: Mapped[str] = mapped_column(String(100), default="")

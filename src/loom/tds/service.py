@@ -10,17 +10,27 @@ from sqlalchemy.orm import Session
 from loom.store import logs as log_rows
 from loom.store import metrics as metric_rows
 from loom.store.db import Database
+from loom.store.logs import Row
+from loom.tds.caps import LOG_NOTICE, METRIC_NOTICE, JobCap
 from loom.tds.logs import LogService
 from loom.tds.metrics import MetricService
 from loom.tds.signals import JobSignals
 
 
 class TrainingData:
-    def __init__(self, db: Database, signals: JobSignals) -> None:
+    def __init__(
+        self,
+        db: Database,
+        signals: JobSignals,
+        max_lines: int | None = None,
+        max_points: int | None = None,
+    ) -> None:
         self.db = db
         self.signals = signals
         self.logs = LogService(db, signals)
         self.metrics = MetricService(db, signals)
+        self.line_cap = JobCap(max_lines, log_rows.count_lines)
+        self.point_cap = JobCap(max_points, metric_rows.count_points)
 
     def ingest(
         self,
@@ -39,9 +49,36 @@ class TrainingData:
         if not (line_rows or point_rows):
             return
         with self.db.session() as session:
-            log_rows.insert_lines(session, line_rows)
-            metric_rows.insert_points(session, point_rows)
+            self._store(session, job_id, line_rows, point_rows)
         self.signals.notify(job_id)
+
+    def _store(
+        self, session: Session, job_id: str, lines: Sequence[Row], points: Sequence[Row]
+    ) -> None:
+        """Insert what fits under the job's caps; say once in its log where each was cut."""
+        kept_lines = self.line_cap.admit(session, job_id, lines)
+        kept_points = self.point_cap.admit(session, job_id, points)
+        try:
+            inserted = log_rows.insert_lines(session, kept_lines)
+            self.line_cap.settle(job_id, len(kept_lines), inserted)
+            inserted = metric_rows.insert_points(session, kept_points)
+            self.point_cap.settle(job_id, len(kept_points), inserted)
+        except BaseException:
+            self.line_cap.forget(job_id)  # counted again from what the store holds
+            self.point_cap.forget(job_id)
+            raise
+        cuts = (
+            (LOG_NOTICE, self.line_cap.limit, len(kept_lines) < len(lines)),
+            (METRIC_NOTICE, self.point_cap.limit, len(kept_points) < len(points)),
+        )
+        for notice, limit, cut in cuts:
+            if cut and limit is not None:
+                log_rows.insert_lines(session, [notice.row(job_id, limit)])
+
+    def forget(self, job_id: str) -> None:
+        """The job's lines and points were deleted: its caps count afresh."""
+        self.line_cap.forget(job_id)
+        self.point_cap.forget(job_id)
 
     def backfill(
         self,
@@ -56,9 +93,9 @@ class TrainingData:
         stored_points = metric_rows.last_seq(session, job_id, attempt, learner)
         lines = [e for e in spooled if e.get("k") is None and int(e["seq"]) > stored_lines]
         points = [e for e in spooled if e.get("k") == "m" and int(e["seq"]) > stored_points]
-        log_rows.insert_lines(session, self.logs.rows(job_id, attempt, learner, lines))
+        line_rows = self.logs.rows(job_id, attempt, learner, lines)
         point_rows = self.metrics.rows(job_id, attempt, learner, points, strict=False)
-        metric_rows.insert_points(session, point_rows)
+        self._store(session, job_id, line_rows, point_rows)
         return bool(lines or points)
 
     def delivered(

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import iso
 from loom.serving.deployments import Scaling
@@ -62,12 +63,13 @@ def shown(view: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.post("", status_code=201)
-def create(body: DeploymentIn, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+def create(body: DeploymentIn, loom: PlatformDep, user: UserDep, audit: AuditDep) -> dict[str, Any]:
     """Deploy a version (number, alias or `latest`) of one of your models."""
     scaling = Scaling(**body.scaling())
     view = loom.deployments.create(
         user.id, body.name, body.model, str(body.version), scaling, body.port, public=body.public
     )
+    audit("deployment.create", body.name, model=body.model, version=str(body.version))
     return shown(view)
 
 
@@ -82,19 +84,23 @@ def show(name: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
 
 
 @router.patch("/{name}")
-def update(name: str, body: DeploymentPatch, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+def update(
+    name: str, body: DeploymentPatch, loom: PlatformDep, user: UserDep, audit: AuditDep
+) -> dict[str, Any]:
     """Change replicas, the concurrency target, batching, the model version (rolled out
     replica by replica, with no request dropped), or whether it is public."""
     changes = body.scaling()
     ref = None if body.version is None else str(body.version)
-    found = loom.deployments.update(user.id, name, changes, ref, public=body.public)
-    return shown(found)
+    view = loom.deployments.update(user.id, name, changes, ref, public=body.public)
+    audit("deployment.update", name, version=ref, public=body.public, **changes)
+    return shown(view)
 
 
 @router.delete("/{name}", status_code=204)
-def delete(name: str, loom: PlatformDep, user: UserDep) -> None:
+def delete(name: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> None:
     """Drain in-flight requests, stop the replicas and the endpoint."""
     loom.deployments.delete(user.id, name)
+    audit("deployment.delete", name)
 
 
 def key_shown(key: dict[str, Any]) -> dict[str, Any]:

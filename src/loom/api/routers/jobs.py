@@ -13,11 +13,15 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.background import BackgroundTask
 from starlette.datastructures import UploadFile
 
+from loom.api.accounts import listing_owner, owner_names
+from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.schemas import Created, JobAction, job_detail, job_summary
-from loom.domain.errors import ArchiveError, InvalidInput, ManifestError
+from loom.domain.accounts import check_priority
+from loom.domain.errors import ArchiveError, InvalidInput, ManifestError, PayloadTooLarge
 from loom.domain.manifest import load_manifest
 from loom.domain.states import JobState
+from loom.lifecycle.admission import max_priority
 from loom.lifecycle.workspace import Workspace
 from loom.storage.archive import check_zip, zip_tree
 from loom.store import jobs as job_rows
@@ -26,17 +30,28 @@ from loom.store.tables import User
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-async def _part(form: Any, name: str) -> bytes | None:
+async def _part(form: Any, name: str, limit: int = -1) -> bytes | None:
+    """A part's bytes; with a `limit`, no more than one byte past it are read."""
     value = form.get(name)
     if value is None:
         return None
     if isinstance(value, UploadFile):
-        return await value.read()
+        return await value.read(limit + 1 if limit >= 0 else -1)
     return str(value).encode()
 
 
+def _check_manifest_size(text: bytes, limit: int) -> None:
+    if len(text) > limit:
+        raise PayloadTooLarge(
+            f"manifest: larger than the limit of {limit:,} bytes (LOOM_MAX_MANIFEST_BYTES); "
+            "a manifest is a few KiB of YAML, code and data go elsewhere"
+        )
+
+
 @router.post("", status_code=201, response_model=Created)
-async def submit(request: Request, loom: PlatformDep, user: UserDep) -> JSONResponse:
+async def submit(
+    request: Request, loom: PlatformDep, user: UserDep, audit: AuditDep
+) -> JSONResponse:
     """Multipart: `manifest` (YAML) and `model_definition` (a zip of the code)."""
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
@@ -45,17 +60,21 @@ async def submit(request: Request, loom: PlatformDep, user: UserDep) -> JSONResp
         )
     limit = loom.settings.max_upload_mb * 2**20
     async with request.form(max_part_size=limit) as form:
-        manifest_text = await _part(form, "manifest")
+        manifest_text = await _part(form, "manifest", loom.settings.max_manifest_bytes)
         code = await _part(form, "model_definition")
     if manifest_text is None:
         raise ManifestError("the request has no `manifest` part", field="manifest")
-    manifest, original = load_manifest(manifest_text)
+    _check_manifest_size(manifest_text, loom.settings.max_manifest_bytes)
+    # Parsing is CPU work: off the event loop, which serves every other request meanwhile.
+    manifest, original = await anyio.to_thread.run_sync(load_manifest, manifest_text)
+    check_priority(manifest.priority, max_priority(user, loom.settings))
     if code is None:
         raise ArchiveError("the request has no `model_definition` part (a zip of the code)")
     # CRC checks and writes take time: off the event loop, which serves every log stream.
     max_unpacked = loom.settings.max_unpacked_mb * 2**20
     await anyio.to_thread.run_sync(lambda: check_zip(code, max_unpacked=max_unpacked))
     job = await anyio.to_thread.run_sync(loom.lifecycle.submit, user, manifest, original, code)
+    await anyio.to_thread.run_sync(lambda: audit.job("job.submit", job, priority=job.priority))
     location = f"/v1/jobs/{job.id}"
     return JSONResponse({"id": job.id, "location": location}, 201, {"Location": location})
 
@@ -71,18 +90,23 @@ def _states(state: list[str] | None) -> list[str]:
 
 @router.get("")
 def list_jobs(
+    request: Request,
     loom: PlatformDep,
     user: UserDep,
     state: Annotated[list[str] | None, Query()] = None,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    owner: Annotated[str | None, Query(max_length=100, description="admins: whose")] = None,
+    all_users: Annotated[bool, Query(alias="all", description="admins: everyone's")] = False,
 ) -> dict[str, Any]:
+    owner_id = listing_owner(loom, request, user, owner, all_users)
     with loom.db.session() as session:
         jobs, total = job_rows.list_jobs(
-            session, owner_id=user.id, states=_states(state), offset=offset, limit=limit
+            session, owner_id=owner_id, states=_states(state), offset=offset, limit=limit
         )
+        names = owner_names(session, jobs)
     return {
-        "jobs": [job_summary(j) for j in jobs],
+        "jobs": [{**job_summary(j), "owner": names.get(j.owner_id)} for j in jobs],
         "total": total,
         "offset": offset,
         "limit": limit,
@@ -100,19 +124,21 @@ def show(job_id: str, loom: PlatformDep, user: UserDep) -> Any:
 
 
 @router.patch("/{job_id}", status_code=202)
-def change(job_id: str, body: JobAction, loom: PlatformDep, user: UserDep) -> Any:
+def change(job_id: str, body: JobAction, loom: PlatformDep, user: UserDep, audit: AuditDep) -> Any:
     owned_job(loom, user, job_id)
     action = body.action or body.status
     if action is None:
         raise InvalidInput('action: say what to do, {"action": "halt"} or {"action": "resume"}')
     job = loom.lifecycle.resume(job_id) if action == "resume" else loom.lifecycle.halt(job_id)
+    audit.job(f"job.{action}", job)
     return job_summary(job)
 
 
 @router.delete("/{job_id}", status_code=204)
-def delete(job_id: str, loom: PlatformDep, user: UserDep) -> None:
-    owned_job(loom, user, job_id)
+def delete(job_id: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> None:
+    job = owned_job(loom, user, job_id)
     loom.lifecycle.delete(job_id)
+    audit.job("job.delete", job)
 
 
 @router.get("/{job_id}/definition")

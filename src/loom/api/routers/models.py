@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
+from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
 from loom.api.platform import Platform
 from loom.api.schemas import iso
@@ -120,30 +121,34 @@ def download(
 
 @router.put("/{name}/aliases/{alias}")
 def set_alias(
-    name: str, alias: str, body: AliasIn, loom: PlatformDep, user: UserDep
+    name: str, alias: str, body: AliasIn, loom: PlatformDep, user: UserDep, audit: AuditDep
 ) -> dict[str, Any]:
     """Point an alias (e.g. `production`) at a version."""
     version = loom.registry.set_alias(user.id, name, alias, str(body.version))
+    audit("model.alias_set", name, alias=alias, version=version.version)
     return version_json(version, name, loom.registry.summary(user.id, name).aliases, user.name)
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204)
-def delete_alias(name: str, alias: str, loom: PlatformDep, user: UserDep) -> None:
+def delete_alias(name: str, alias: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> None:
     loom.registry.delete_alias(user.id, name, alias)
+    audit("model.alias_delete", name, alias=alias)
 
 
 @router.delete("/{name}/versions/{ref}", status_code=204)
-def delete_version(name: str, ref: str, loom: PlatformDep, user: UserDep) -> None:
+def delete_version(name: str, ref: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> None:
     version = loom.registry.version(user.id, name, ref)
     _not_deployed(loom, user.id, name, version.version)
     loom.registry.delete(user.id, name, ref)
+    audit("model.version_delete", name, version=version.version)
 
 
 @router.delete("/{name}", status_code=204)
-def delete_model(name: str, loom: PlatformDep, user: UserDep) -> None:
+def delete_model(name: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> None:
     loom.registry.summary(user.id, name)  # 404 first
     _not_deployed(loom, user.id, name)
     loom.registry.delete(user.id, name)
+    audit("model.delete", name)
 
 
 def _not_deployed(loom: Platform, owner: str, name: str, version: int | None = None) -> None:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_serving_auth"
-down_revision = "0005"
+down_revision = "0006_accounts"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,57 @@
+"""YAML written by users, read without letting them choose the cost: libyaml's C parser where
+PyYAML has it, no anchors or aliases (a few hundred bytes of aliases expand to gigabytes, the
+"billion laughs"), bounded nesting (deep nesting overflows recursive composers), and a bounded
+number of nodes (building Python objects, not parsing, is what costs: seconds a MiB)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+MAX_DEPTH = 32
+MAX_NODES = 10_000
+_OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+class UnsafeYaml(ValueError):
+    """The text is valid YAML, but uses what a user's document may not."""
+
+
+def _where(event: yaml.Event) -> str:
+    mark = event.start_mark
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+
+
+def check_events(text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
+    """Walk the parser's events once, before anything is built; raises `UnsafeYaml`."""
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=Loader):
+        nodes += isinstance(event, yaml.NodeEvent)
+        if nodes > max_nodes:
+            raise UnsafeYaml(
+                f"more than {max_nodes} values (YAML nodes) is not accepted; "
+                f"the limit was passed at {_where(event)}"
+            )
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise UnsafeYaml(
+                f"YAML anchors and aliases (`&name`, `*name`) are not accepted, found one at "
+                f"{_where(event)}: write the value out where it is needed"
+            )
+        if isinstance(event, _OPEN):
+            depth += 1
+            if depth > max_depth:
+                raise UnsafeYaml(
+                    f"nesting deeper than {max_depth} levels at {_where(event)} is not accepted"
+                )
+        elif isinstance(event, _CLOSE):
+            depth -= 1
+
+
+def safe_load(text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
+    """One YAML document as Python data; raises `UnsafeYaml` or `yaml.YAMLError`."""
+    check_events(text, max_depth, max_nodes)
+    return yaml.load(text, Loader=Loader)

@@ -1,0 +1,60 @@
+"""What the local launcher adds to a learner's spec so that its wrapper runs it confined.
+
+The policy is the platform's (settings) and the machine's (what `sandbox.probe` found); the
+spec's folders and resources are the job's. Only this job's folders are shown to its learners:
+its code, data, results, logs, checkpoints and shared state, never `LOOM_HOME` or another job.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from loom.sandbox import bwrap, uid_for
+
+WRITABLE = ("MODEL_DIR", "RESULT_DIR", "LOG_DIR", "CHECKPOINT_DIR", "JOB_STATE_DIR")
+# What the spawner and the wrappers keep of the platform's environment: nothing secret.
+BASE_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM")
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """`bwrap` is None when learners run unconfined (LOOM_ISOLATION=off, or no sandbox here)."""
+
+    bwrap: str | None = None
+    cgroups: bool = False
+    uid_base: int = 1_500_000_000
+    pids: int = 4096
+    tmp_bytes: int | None = 1 << 30
+    read_only: tuple[str, ...] = ()
+    pass_env: tuple[str, ...] = field(default_factory=tuple)
+
+    def section(self, spec: dict[str, Any]) -> dict[str, Any] | None:
+        """The spec's `sandbox` section for one learner, or None to run it unconfined."""
+        if self.bwrap is None:
+            return None
+        dirs: dict[str, str] = spec["dirs"]
+        env: dict[str, str] = spec.get("env", {})
+        data = {dirs["DATA_DIR"]} | {v for k, v in env.items() if k.startswith("DATA_DIR_")}
+        devices = env.get("CUDA_VISIBLE_DEVICES", "")
+        job, attempt, learner = spec["job_id"], spec["attempt"], spec["learner_id"]
+        return {
+            "uid": uid_for(job, self.uid_base),
+            "cgroup": f"{job}-a{attempt}-l{learner}" if self.cgroups else None,
+            "cpus": spec.get("cpus"),
+            "memory": spec.get("memory_limit"),
+            "pids": self.pids,
+            "read_only": sorted(
+                {*bwrap.python_paths(), *self.read_only, *data} - {dirs[name] for name in WRITABLE}
+            ),
+            "writable": [dirs[name] for name in WRITABLE],
+            "gpus": [int(d) for d in devices.split(",") if d.strip().isdigit()],
+            "tmp_bytes": self.tmp_bytes,
+            "bwrap": self.bwrap,
+        }
+
+    def spawner_env(self) -> dict[str, str]:
+        """The learner spawner's environment, by allow-list: never the server's secrets."""
+        names = (*BASE_ENV, *self.pass_env)
+        return {name: os.environ[name] for name in names if name in os.environ}

@@ -1,0 +1,148 @@
+"""How the wrapper runs the user's command: in a sandbox when the spec asks for one.
+
+The wrapper itself is the platform's code and keeps the platform's rights (it ships logs with the
+job's token and reaches data stores with the job's credentials); only the command it starts is
+confined. The spec's `sandbox` section, written by the launcher, says how:
+
+    {"uid": 1500012345, "cgroup": "training-abc-a1-l1", "cpus": 1.0, "memory": 2147483648,
+     "pids": 4096, "read_only": [...], "writable": [...], "gpus": [0], "tmp_bytes": ...,
+     "storage": 10737418240, "bwrap": "/usr/bin/bwrap"}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from loom.sandbox import bwrap, cgroups
+
+BIN = "/opt/loom/bin"
+
+
+class Confinement:
+    """The sandbox of one learner attempt: its view, its cgroup, its teardown."""
+
+    def __init__(self, spec: dict[str, Any], private: Path) -> None:
+        self.spec = spec
+        self.private = private  # the wrapper's own folder, never shown to the learner
+        self.uid = int(spec["uid"])
+        self.group: cgroups.Cgroup | None = None
+
+    # -- before the command ---------------------------------------------------------------
+    def prepare(self, unpacked: Path, fetched: list[Path]) -> None:
+        """Hand the writable folders, the code the wrapper unpacked and the data it fetched
+        (shown read-only) to the job's uid, and make the cgroup."""
+        for path in self.spec["writable"]:
+            _own(Path(path), self.uid, recursive=Path(path) == unpacked)
+        for path in fetched:
+            if path.is_dir() and not path.is_symlink():
+                _own(path, self.uid, recursive=True)
+        name = self.spec.get("cgroup")
+        if name:
+            limits = cgroups.Limits(
+                cpus=self.spec.get("cpus"),
+                memory=self.spec.get("memory"),
+                pids=self.spec.get("pids"),
+            )
+            with contextlib.suppress(cgroups.CgroupUnavailable):
+                self.group = cgroups.detect().create(name, limits)
+
+    def argv(self, command: str, cwd: str, shims: Path) -> list[str]:
+        users, groups = bwrap.passwd(self.uid)
+        for name, text in (("passwd", users), ("group", groups)):
+            (self.private / name).write_text(text)
+            (self.private / name).chmod(0o644)  # whatever the platform's umask
+        view = bwrap.View(
+            uid=self.uid,
+            # Folders that do not exist (an empty data store's) cannot be shown.
+            read_only=[p for p in self.spec["read_only"] if os.path.isdir(p)],
+            writable=list(self.spec["writable"]),
+            files={
+                "/etc/passwd": str(self.private / "passwd"),
+                "/etc/group": str(self.private / "group"),
+                BIN: str(shims),
+            },
+            gpus=[int(g) for g in self.spec.get("gpus", [])],
+            tmp_bytes=self.spec.get("tmp_bytes"),
+            cwd=cwd,
+        )
+        return bwrap.command(view, ["/bin/bash", "-c", command], bwrap=self.spec["bwrap"])
+
+    def enter(self) -> None:
+        """In the forked child, before exec: join the cgroup (as root, while it still can)."""
+        if self.group is not None:
+            self.group.join(0)
+
+    # -- while it runs ----------------------------------------------------------------------
+    @property
+    def limits_memory(self) -> bool:
+        return self.group is not None and bool(self.spec.get("memory"))
+
+    def signal(self, sig: int, monitor: int) -> None:
+        """A signal to every process of the learner, sparing bwrap's monitor (`monitor`): were
+        it to die first, the kernel would kill the learner before it could save its work."""
+        if self.group is not None:
+            self.group.signal(sig, spare={monitor})
+        for pid in group_members(monitor):
+            if pid != monitor:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+
+    def storage_used(self) -> int:
+        return sum(disk_usage(Path(p)) for p in self.spec["writable"])
+
+    # -- after it ---------------------------------------------------------------------------
+    def oom_killed(self) -> bool:
+        return self.group is not None and self.group.oom_killed() > 0
+
+    def teardown(self) -> None:
+        """Nothing the learner started outlives it."""
+        if self.group is not None:
+            self.group.remove()
+
+
+def _own(path: Path, uid: int, *, recursive: bool) -> None:
+    """The folder (created by the wrapper, so not a link) and, with `recursive`, what the
+    wrapper put in it belong to the job's uid; no link is followed."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, uid, uid, follow_symlinks=False)
+    if not recursive:
+        return
+    for folder, dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
+        os.chown(folder, uid, uid, follow_symlinks=False)
+        for name in dirs + files:
+            with contextlib.suppress(OSError):
+                os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes a folder takes on disk, links not followed."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for _folder, _dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    if not stat.S_ISLNK(info.st_mode):
+                        total += info.st_blocks * 512
+    return total
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes of one process group, read from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members

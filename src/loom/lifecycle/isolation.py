@@ -1,0 +1,73 @@
+"""Whether this platform confines its jobs, decided once at start from `LOOM_ISOLATION` and
+what the machine can do.
+
+- `sandbox`: every learner is confined; a machine that cannot do it refuses to start.
+- `auto` (the default): confined when the machine can; otherwise the platform serves one user
+  only, since a job would run with the platform's rights and could act as anyone.
+- `off`: jobs run with the platform's rights, said at start and in `loom capacity`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loom.domain.errors import Conflict, PlatformError
+from loom.launchers.confinement import SandboxPolicy
+from loom.sandbox.probe import Support, probe
+from loom.settings import Settings
+
+
+@dataclass(frozen=True)
+class Isolation:
+    confined: bool
+    description: str
+    single_user: bool = False
+    cgroups: bool = False
+    bwrap: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "confined": self.confined,
+            "description": self.description,
+            "single_user": self.single_user,
+        }
+
+    def check_new_user(self) -> None:
+        if self.single_user:
+            raise Conflict(
+                f"this platform serves one user only: {self.description}. Make it able to "
+                "sandbox jobs (run as root with bubblewrap installed), or set LOOM_ISOLATION=off "
+                "to accept that every user's jobs run with the platform's rights"
+            )
+
+
+def decide(settings: Settings, support: Support | None = None) -> Isolation:
+    if settings.isolation == "off":
+        return Isolation(
+            False, "off (LOOM_ISOLATION=off): jobs run with the platform's rights, unconfined"
+        )
+    found = support or probe(settings.sandbox_uid_base)
+    if found.sandbox:
+        cgroups = found.cgroups.startswith("cgroup v")
+        return Isolation(True, found.reason, cgroups=cgroups, bwrap=found.bwrap)
+    if settings.isolation == "sandbox":
+        raise PlatformError(
+            f"LOOM_ISOLATION=sandbox, but jobs cannot be sandboxed here: {found.reason}"
+        )
+    return Isolation(
+        False,
+        f"jobs are not sandboxed ({found.reason}); they run with the platform's rights",
+        single_user=True,
+    )
+
+
+def sandbox_policy(settings: Settings, isolation: Isolation) -> SandboxPolicy:
+    return SandboxPolicy(
+        bwrap=isolation.bwrap if isolation.confined else None,
+        cgroups=isolation.cgroups,
+        uid_base=settings.sandbox_uid_base,
+        pids=settings.sandbox_pids,
+        tmp_bytes=settings.sandbox_tmp_mb * 2**20,
+        read_only=tuple(settings.sandbox_read_only),
+        pass_env=tuple(settings.learner_env),
+    )

@@ -1,0 +1,163 @@
+"""The command line that runs untrusted code confined, with Debian's `bubblewrap`.
+
+What the confined process gets:
+- its own mount view, built from nothing: the system's programs and libraries read-only, the
+  Python that Loom runs under read-only, then only the folders it is given (its job's), a
+  private `/tmp`, a fresh `/proc` that shows only its own processes, a minimal `/dev` (plus the
+  GPUs it was given), and `/etc/passwd` naming its uid;
+- its own pid and IPC namespaces: it can see or signal no process outside, and when its first
+  process ends every process it left behind is killed by the kernel;
+- its own unprivileged uid and gid with no supplementary groups, no capabilities and
+  `no_new_privs`: `bwrap` builds the view as root, then `setpriv` drops every right before the
+  user's command starts.
+
+The host network is kept (learners of one job meet on it, as pods do without a network policy).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SYSTEM_DIRS = ("/usr", "/etc")
+LINKED = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+NVIDIA_SHARED = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+
+@dataclass
+class View:
+    """What one sandbox sees and runs as."""
+
+    uid: int
+    read_only: list[str] = field(default_factory=list)
+    writable: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # a host file shown at a path, read-only
+    gpus: list[int] = field(default_factory=list)
+    tmp_bytes: int | None = None
+    cwd: str = "/"
+
+
+def python_paths() -> list[str]:
+    """The folders Loom's own Python needs: its prefixes and the folder `loom` is imported from
+    (a source checkout when installed in editable mode). Never the current folder."""
+    import loom
+
+    paths = {sys.prefix, sys.base_prefix, str(Path(loom.__file__).resolve().parent.parent)}
+    real = {str(Path(p).resolve()) for p in paths}
+    return sorted(_outermost(paths | real))
+
+
+def _outermost(paths: set[str]) -> set[str]:
+    ordered = sorted(paths, key=len)
+    kept: list[str] = []
+    for path in ordered:
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return set(kept)
+
+
+def command(view: View, argv: list[str], *, bwrap: str = "bwrap") -> list[str]:
+    """`bwrap … setpriv … argv`: argv run inside the view, as `view.uid`."""
+    args = [
+        bwrap,
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
+    for folder in SYSTEM_DIRS:
+        if os.path.isdir(folder):
+            args += ["--ro-bind", folder, folder]
+    for name in LINKED:
+        args += _root_entry(name)
+    if os.path.isdir("/sys"):
+        args += ["--ro-bind", "/sys", "/sys"]
+    made: set[str] = set()
+    for path, source in view.files.items():
+        args += [*_parents(path, made), "--ro-bind", source, path]
+    args += _tmp(view.tmp_bytes)
+    for path in view.read_only:
+        args += [*_parents(path, made), "--ro-bind", path, path]
+    for path in view.writable:
+        args += [*_parents(path, made), "--bind", path, path]
+    for device in gpu_devices(view.gpus):
+        args += ["--dev-bind", device, device]
+    args += ["--chdir", view.cwd, "--"]
+    return args + drop_rights(view.uid) + argv
+
+
+def drop_rights(uid: int) -> list[str]:
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [
+        setpriv,
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+
+
+def _parents(path: str, made: set[str]) -> list[str]:
+    """Folders on the way to a mount point that the view lacks, made traversable by the learner
+    (bwrap would make them 0700); `made` remembers those already made."""
+    args: list[str] = []
+    parent = Path(path).parent
+    for folder in reversed([parent, *parent.parents]):
+        text = str(folder)
+        if text in made or text == "/" or any(text.startswith(d + "/") for d in SYSTEM_DIRS):
+            continue
+        if text in SYSTEM_DIRS or text == "/tmp":
+            continue
+        made.add(text)
+        args += ["--perms", "0711", "--dir", text]
+    return args
+
+
+def _root_entry(name: str) -> list[str]:
+    """`/bin`, `/lib`, …: a symlink into /usr on merged-/usr systems, else a read-only bind."""
+    path = Path("/") / name
+    if path.is_symlink():
+        return ["--symlink", os.readlink(path), str(path)]
+    if path.is_dir():
+        return ["--ro-bind", str(path), str(path)]
+    return []
+
+
+def _tmp(size: int | None) -> list[str]:
+    args = ["--perms", "1777"]
+    if size:
+        args += ["--size", str(size)]
+    return [*args, "--tmpfs", "/tmp"]
+
+
+def gpu_devices(gpus: list[int]) -> list[str]:
+    """The device nodes of the given GPUs and the driver's shared nodes; none for a CPU job."""
+    if not gpus:
+        return []
+    nodes = [f"/dev/nvidia{g}" for g in gpus]
+    nodes += [f"/dev/{name}" for name in NVIDIA_SHARED]
+    caps = Path("/dev/nvidia-caps")
+    if caps.is_dir():
+        nodes += [str(p) for p in sorted(caps.iterdir())]
+    return [n for n in nodes if os.path.exists(n)]
+
+
+def passwd(uid: int, home: str = "/tmp") -> tuple[str, str]:
+    """`/etc/passwd` and `/etc/group` for a sandbox: root, nobody, and the job's own user."""
+    users = (
+        "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+        f"loom:x:{uid}:{uid}:Loom job:{home}:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    )
+    groups = f"root:x:0:\nloom:x:{uid}:\nnogroup:x:65534:\n"
+    return users, groups
