@@ -12,7 +12,7 @@ import loom
 from loom.api import errors
 from loom.api.limits import BodyLimit
 from loom.api.platform import Platform, build_platform
-from loom.api.ratelimit import AuthFailureLimit, RateLimits
+from loom.api.ratelimit import RateLimits
 from loom.api.routers import (
     admin,
     audit,
@@ -55,7 +55,6 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
         json_bytes=min(settings.max_json_mb, settings.max_upload_mb) * 2**20,
     )
     app.state.rate_limits = RateLimits(settings)
-    app.add_middleware(AuthFailureLimit, limits=app.state.rate_limits)
     routers = (jobs, logs, metrics, models, deployments, users, learner, admin, tokens, audit)
     for router in (module.router for module in routers):
         app.include_router(router)

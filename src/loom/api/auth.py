@@ -55,15 +55,18 @@ def _usable(row: Token, now: float) -> None:
 
 
 def caller(request: Request, loom: PlatformDep) -> Caller:
-    token = _bearer(request)
     now = time.time()
-    with loom.db.session() as session:
-        found = user_rows.resolve_token(session, token)
-        if found is None:
-            raise Unauthorized("invalid token")
-        user, row = found
-        _usable(row, now)
-        user_rows.touch(row, now)
+    try:
+        token = _bearer(request)
+        with loom.db.session() as session:
+            found = user_rows.resolve_token(session, token)
+            if found is None:
+                raise Unauthorized("invalid token")
+            user, row = found
+            _usable(row, now)
+            user_rows.touch(row, now)
+    except Unauthorized as refusal:
+        raise ratelimit.refuse_credentials(request, refusal) from None
     ratelimit.charge(request, user.id, user.name, row.job_id)
     return Caller(user, row.job_id, row.id)
 

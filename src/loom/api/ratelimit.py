@@ -7,7 +7,6 @@ Over a limit, the API answers 429 with `Retry-After`; learners' shippers resend 
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -16,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from loom.domain.errors import TooManyRequests
+from loom.domain.errors import LoomError, TooManyRequests, Unauthorized
 from loom.settings import Settings
 
 Clock = Callable[[], float]
@@ -114,48 +112,23 @@ class RateLimits:
 
 
 def charge(request: Request, user_id: str, user_name: str, job_scope: str | None) -> None:
-    """Charge an authenticated request to its caller's bucket (the app's `RateLimits`)."""
-    limits: RateLimits | None = getattr(request.app.state, "rate_limits", None)
-    if limits is not None:
-        limits.charge(user_id, user_name, job_scope)
+    """Charge an authenticated request to its caller's bucket."""
+    limits: RateLimits = request.app.state.rate_limits
+    limits.charge(user_id, user_name, job_scope)
 
 
-class AuthFailureLimit:
-    """ASGI middleware: each 401 spends a token of the client address's bucket; while that
-    bucket is empty, every `/v1/` request from the address is answered 429 before any work."""
-
-    def __init__(self, app: ASGIApp, limits: RateLimits) -> None:
-        self.app = app
-        self.failures = limits.failures
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
-            await self.app(scope, receive, send)
-            return
-        client = scope.get("client")
-        address = str(client[0]) if client else "unknown"
-        wait = self.failures.wait(address)
-        if wait:
-            await _refuse(send, address, wait)
-            return
-
-        async def watched(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 401:
-                self.failures.spend(address)
-            await send(message)
-
-        await self.app(scope, receive, watched)
-
-
-async def _refuse(send: Send, address: str, wait: float) -> None:
-    seconds = max(1, math.ceil(wait))
-    message = (
+def refuse_credentials(request: Request, refusal: Unauthorized) -> LoomError:
+    """What to raise for a request whose credentials failed: the 401 itself, or a 429 once its
+    address has failed too often. Only failing requests are ever refused this way, so a guesser
+    on a shared address (loopback, a proxy) cannot lock out callers with good tokens."""
+    limits: RateLimits = request.app.state.rate_limits
+    address = request.client.host if request.client else "unknown"
+    wait = limits.failures.wait(address)
+    limits.failures.spend(address)
+    if not wait:
+        return refusal
+    return TooManyRequests(
         f"too many failed authentications from {address} (LOOM_AUTH_FAILURES_PER_MIN); "
-        f"retry in {seconds} s"
+        f"retry in {max(1, math.ceil(wait))} s",
+        retry_after=wait,
     )
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"retry-after", str(seconds).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 429, "headers": headers})
-    await send({"type": "http.response.body", "body": json.dumps({"error": message}).encode()})
