@@ -5,12 +5,12 @@ credentials never forwarded to a replica; the serving environment's allow-list."
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
-from loom.serving.access import INVALID, MISSING, AccessList, bearer, render, write_private
+from loom.serving.access import INVALID, MISSING, AccessList, bearer, render
 from loom.serving.environment import serving_env
 from loom.serving.http1 import Message, encode_request
+from loom.store.private import write_private
 from loom.store.users import hash_token
 
 
@@ -22,7 +22,7 @@ def rules(folder: Path, public: bool, **tokens: str) -> Path:
 
 def test_a_known_token_passes_and_others_are_refused(tmp_path: Path) -> None:
     """The owner's token and a key pass and are recorded as used; no token, another scheme or an
-    unknown token are refused with the reason; the file is private (0600)."""
+    unknown token are refused with the reason; the file holds hashes, never a token."""
     path = rules(tmp_path, False, token="loom_owner", k1="lk_key")
     access = AccessList(path)
     access.refresh(force=True)
@@ -33,7 +33,6 @@ def test_a_known_token_passes_and_others_are_refused(tmp_path: Path) -> None:
     assert access.refusal(b"Bearer ") == MISSING
     assert access.refusal(b"Bearer loom_other") == INVALID
     assert set(access.used) == {"token", "k1"}
-    assert os.stat(path).st_mode & 0o777 == 0o600
     assert hashlib.sha256(b"lk_key").hexdigest() in path.read_text()
     assert "lk_key" not in path.read_text()
 

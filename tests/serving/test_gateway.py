@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loom.serving.access import ACCESS, render, write_private
+from loom.serving.access import ACCESS, render
 from loom.serving.spec import DeploymentSpec
+from loom.store.private import write_private
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration

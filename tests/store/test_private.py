@@ -12,19 +12,22 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.lstat().st_mode)
 
 
-def test_tighten_makes_everything_below_private_and_leaves_links(tmp_path: Path) -> None:
-    """Open folders and files below the home lose group and other bits; a link's target stays."""
+def test_tighten_closes_the_home_and_its_top_level_and_leaves_links(tmp_path: Path) -> None:
+    """The home and what lies directly in it lose group and other bits; a link's target stays,
+    and what lies deeper keeps its mode (it may be shown to a running learner's uid, and
+    nobody else gets past the 0700 home)."""
     home, outside = tmp_path / "home", tmp_path / "outside.txt"
     (home / "jobs" / "j").mkdir(parents=True)
-    (home / "jobs" / "j" / "run.sh").write_text("")
+    (home / "jobs" / "j" / "hostfile").write_text("")
+    (home / "notes.txt").write_text("")
     outside.write_text("")
     (home / "link").symlink_to(outside)
-    for path, wanted in ((home, 0o777), (home / "jobs", 0o755), (home / "jobs" / "j" / "run.sh",
-                         0o775), (outside, 0o644)):  # fmt: skip
+    for path, wanted in ((home, 0o777), (home / "jobs", 0o755), (home / "notes.txt", 0o664),
+                         (home / "jobs" / "j" / "hostfile", 0o644), (outside, 0o644)):  # fmt: skip
         path.chmod(wanted)
     tighten(home)
-    assert (mode(home), mode(home / "jobs"), mode(home / "jobs" / "j")) == (0o700,) * 3
-    assert mode(home / "jobs" / "j" / "run.sh") == 0o700  # still the owner's to run
+    assert (mode(home), mode(home / "jobs"), mode(home / "notes.txt")) == (0o700, 0o700, 0o600)
+    assert mode(home / "jobs" / "j" / "hostfile") == 0o644
     assert mode(outside) == 0o644
 
 

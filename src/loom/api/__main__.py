@@ -12,11 +12,10 @@ from pathlib import Path
 import uvicorn
 
 from loom.api.app import create_app
-from loom.api.platform import write_private
 from loom.domain.errors import LoomError
 from loom.lifecycle.workspace import free_port
 from loom.settings import Settings
-from loom.store.private import PRIVATE_UMASK
+from loom.store.private import PRIVATE_UMASK, write_private
 
 
 def main() -> None:
@@ -49,7 +48,8 @@ def main() -> None:
         sys.exit(2)
     url = settings.api_url
     settings.home_dir.mkdir(parents=True, exist_ok=True)
-    write_private(settings.home_dir / "server.json", json.dumps({"url": url, "pid": os.getpid()}))
+    server = {"url": url, "pid": os.getpid()}
+    write_private(settings.home_dir / "server.json", json.dumps(server).encode())
     print(f"Loom is running at {url} (state in {settings.home_dir})", flush=True)
     isolation = app.state.platform.isolation
     if isolation.confined:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
@@ -20,7 +18,7 @@ from loom.storage.artifacts import ArtifactStore
 from loom.store import sealed
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
-from loom.store.private import create_private, tighten
+from loom.store.private import create_private, tighten, write_private
 from loom.store.secret_keys import SecretKeys
 from loom.tds.retention import Retention
 from loom.tds.service import TrainingData
@@ -139,12 +137,4 @@ def bootstrap_admin(db: Database, settings: Settings) -> None:
             if row.revoked_at is not None:
                 log.warning("LOOM_ADMIN_TOKEN was revoked (token %s); set a new one", row.id)
     if token is not None:
-        write_private(settings.home_dir / "token", token + "\n")
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    path.chmod(0o600)
+        write_private(settings.home_dir / "token", (token + "\n").encode())

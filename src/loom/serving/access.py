@@ -47,16 +47,6 @@ def render(public: bool, hashes: dict[str, str]) -> bytes:
     return json.dumps({"public": public, "hashes": hashes}, sort_keys=True).encode()
 
 
-def write_private(path: Path, content: bytes) -> None:
-    """Replace `path` atomically with a file only its owner can read."""
-    partial = path.with_name(path.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(content)
-    os.chmod(partial, 0o600)
-    os.replace(partial, path)
-
-
 class AccessList:
     """The rules of `path`, read again (at most once per CHECK_S) when its stamp changes."""
 

@@ -14,9 +14,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import NotFound
-from loom.serving.access import ACCESS, render, write_private
+from loom.serving.access import ACCESS, render
 from loom.serving.spec import read_status
 from loom.store.db import Database
+from loom.store.private import write_private
 from loom.store.tables import Deployment, DeploymentKey, Token
 from loom.store.users import hash_token, new_token
 

@@ -39,20 +39,23 @@ def create_private(path: Path) -> None:
 
 
 def tighten(home: Path) -> None:
-    """Make `home` and everything under it that this user owns private; symlinks are left."""
+    """Make `home` private (0700) and what lies directly in it its owner's alone.
+
+    Only the top level is walked: once the home is 0700 nobody else reaches anything below it,
+    and files below may be meant for a sandboxed learner's uid (its hostfile, `/etc/passwd`,
+    python shims), which a deep walk would make unreadable under a learner that is running."""
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
-        home.chmod(0o700)  # first: nobody else can add anything below while we walk
+        home.chmod(0o700)
     except PermissionError as exc:
         raise PlatformError(
             f"LOOM_HOME {home} belongs to another user, so it cannot be made private; "
             "point LOOM_HOME at a folder of your own"
         ) from exc
     uid = os.getuid()
-    for folder, dirs, files in os.walk(home):
-        for name in dirs + files:
-            with contextlib.suppress(FileNotFoundError):  # a learner removed it meanwhile
-                _private(Path(folder) / name, uid)
+    for entry in home.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            _private(entry, uid)
 
 
 def _private(path: Path, uid: int) -> None:
