@@ -37,3 +37,12 @@ def test_token_lifetime_reads_never_as_no_expiry(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("LOOM_TOKEN_TTL_DAYS", "0")
     with pytest.raises(ValueError, match="token_ttl_days"):
         Settings()
+
+
+def test_learner_env_never_passes_platform_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LOOM_LEARNER_ENV takes plain names; one of the platform's own settings is refused."""
+    monkeypatch.setenv("LOOM_LEARNER_ENV", "NCCL_DEBUG,HTTP_PROXY")
+    assert Settings().learner_env == ["NCCL_DEBUG", "HTTP_PROXY"]
+    monkeypatch.setenv("LOOM_LEARNER_ENV", "NCCL_DEBUG,LOOM_SECRET_KEYS")
+    with pytest.raises(ValueError, match="LOOM_SECRET_KEYS"):
+        Settings()

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from loom.sandbox.environment import check_passed_names
+
 
 def _names(value: Any) -> Any:
     """A list from the environment: JSON, or plain comma-separated words."""
@@ -155,6 +157,12 @@ class Settings(BaseSettings):
         cert = self.tls_certfile.expanduser().resolve()
         key = self.tls_keyfile.expanduser().resolve() if self.tls_keyfile else cert
         return cert, key
+
+    @field_validator("learner_env")
+    @classmethod
+    def _no_platform_settings(cls, value: list[str]) -> list[str]:
+        check_passed_names(value)
+        return value
 
     @property
     def home_dir(self) -> Path:

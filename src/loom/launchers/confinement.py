@@ -7,15 +7,12 @@ its code, data, results, logs, checkpoints and shared state, never `LOOM_HOME` o
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom.sandbox import bwrap, uid_for
+from loom.sandbox import bwrap, environment, uid_for
 
 WRITABLE = ("MODEL_DIR", "RESULT_DIR", "LOG_DIR", "CHECKPOINT_DIR", "JOB_STATE_DIR")
-# What the spawner and the wrappers keep of the platform's environment: nothing secret.
-BASE_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM")
 
 
 @dataclass(frozen=True)
@@ -56,5 +53,4 @@ class SandboxPolicy:
 
     def spawner_env(self) -> dict[str, str]:
         """The learner spawner's environment, by allow-list: never the server's secrets."""
-        names = (*BASE_ENV, *self.pass_env)
-        return {name: os.environ[name] for name in names if name in os.environ}
+        return environment.allowed((*environment.SYSTEM, *self.pass_env))

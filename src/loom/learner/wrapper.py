@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from loom.learner.collectors import file_collectors, line_collectors
 from loom.learner.confine import BIN, Confinement, disk_usage
 from loom.learner.shipper import Api, Shipper, write_json_atomic
-from loom.sandbox import files
+from loom.sandbox import environment, files
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,8 +35,6 @@ LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
 
 LOCAL_STORE_TYPES = {"local", "mount_volume", "host_mount"}
-# What a learner inherits of the wrapper's environment; everything else it sees is its job's.
-INHERITED = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM")
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -158,8 +156,7 @@ class Learner:
         manifest's `environment.env`."""
         shims = self.private / "bin"
         _python_shims(shims, self.spec.get("python") or sys.executable)
-        env = {k: os.environ[k] for k in INHERITED if k in os.environ}
-        env.update({k: os.environ[k] for k in self.spec.get("pass_env", []) if k in os.environ})
+        env = environment.allowed(self.spec.get("pass_env", []))
         bin_dir = BIN if self.confined is not None else str(shims)
         home = "/tmp" if self.confined is not None else os.environ.get("HOME", "/tmp")
         env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", HOME=home, USER="loom", LOGNAME="loom")
