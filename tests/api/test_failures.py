@@ -140,9 +140,11 @@ def test_exit_code_policy_does_not_retry_a_program_error(server: Server) -> None
     assert "permanent" in job["status_message"]
 
 
-def test_memory_hog_is_stopped_with_the_memory_error(server: Server) -> None:
-    """A learner that grows past its manifest memory is stopped by the platform with C202 and
-    a message that says so, not by the kernel's OOM killer."""
+@pytest.mark.parametrize("isolation", ["auto", "off"])
+def test_memory_hog_is_stopped_with_the_memory_error(tmp_path: Path, isolation: str) -> None:
+    """A learner that grows past its manifest memory is stopped with C202 and a message that
+    says so: by its cgroup in a sandbox, by the wrapper's own watch when unconfined (which
+    `loom capacity` then says)."""
     hog = (
         "import time\n"
         "chunks = []\n"
@@ -151,12 +153,19 @@ def test_memory_hog_is_stopped_with_the_memory_error(server: Server) -> None:
         "    print(f'{(i + 1) * 40} MiB', flush=True)\n"
         "    time.sleep(0.1)\n"
     )
-    with server.client() as client:
-        job_id = client.submit(
-            manifest("python hog.py", memory="300MiB"), make_zip({"hog.py": hog})
-        )
-        job = wait_for_state(client, job_id, FINAL, timeout=60)
-        printed = lines_of(client, job_id)
+    server = Server(tmp_path / "home", LOOM_ISOLATION=isolation).start()
+    try:
+        with server.client() as client:
+            confined = client.capacity()["isolation"]["confined"]
+            job_id = client.submit(
+                manifest("python hog.py", memory="300MiB"), make_zip({"hog.py": hog})
+            )
+            job = wait_for_state(client, job_id, FINAL, timeout=60)
+            printed = lines_of(client, job_id)
+    finally:
+        server.stop()
+    if isolation == "off":
+        assert not confined
     assert (job["state"], job["error_code"]) == ("FAILED", "C202")
     assert "memory limit of 300 MiB" in job["status_message"]
     assert int(printed[-1].split()[0]) < 600  # stopped soon after crossing the line

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom.sandbox import bwrap, environment, uid_for
+from loom.sandbox import environment, uid_for
 
 WRITABLE = ("MODEL_DIR", "RESULT_DIR", "LOG_DIR", "CHECKPOINT_DIR", "JOB_STATE_DIR")
 
@@ -25,6 +25,7 @@ class SandboxPolicy:
     pids: int = 4096
     tmp_bytes: int | None = 1 << 30
     read_only: tuple[str, ...] = ()
+    python: tuple[str, ...] = ()  # Loom's interpreter and packages (`bwrap.python_paths()`)
     pass_env: tuple[str, ...] = field(default_factory=tuple)
 
     def section(self, spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -43,7 +44,7 @@ class SandboxPolicy:
             "memory": spec.get("memory_limit"),
             "pids": self.pids,
             "read_only": sorted(
-                {*bwrap.python_paths(), *self.read_only, *data} - {dirs[name] for name in WRITABLE}
+                {*self.python, *self.read_only, *data} - {dirs[name] for name in WRITABLE}
             ),
             "writable": [dirs[name] for name in WRITABLE],
             "gpus": [int(d) for d in devices.split(",") if d.strip().isdigit()],

@@ -6,7 +6,7 @@ confined. The spec's `sandbox` section, written by the launcher, says how:
 
     {"uid": 1500012345, "cgroup": "training-abc-a1-l1", "cpus": 1.0, "memory": 2147483648,
      "pids": 4096, "read_only": [...], "writable": [...], "gpus": [0], "tmp_bytes": ...,
-     "storage": 10737418240, "bwrap": "/usr/bin/bwrap"}
+     "bwrap": "/usr/bin/bwrap"}
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,17 +83,16 @@ class Confinement:
         return self.group is not None and bool(self.spec.get("memory"))
 
     def signal(self, sig: int, monitor: int) -> None:
-        """A signal to every process of the learner, sparing bwrap's monitor (`monitor`): were
-        it to die first, the kernel would kill the learner before it could save its work."""
+        """A signal to every process of the learner (its cgroup's, else its process group's),
+        sparing bwrap's monitor (`monitor`, the group's leader): were it to die first, the
+        kernel would kill the learner before it could save its work."""
         if self.group is not None:
             self.group.signal(sig, spare={monitor})
-        for pid in group_members(monitor):
+            return
+        for pid, _fields in process_group(monitor):
             if pid != monitor:
                 with contextlib.suppress(OSError):
                     os.kill(pid, sig)
-
-    def storage_used(self) -> int:
-        return sum(disk_usage(Path(p)) for p in self.spec["writable"])
 
     # -- after it ---------------------------------------------------------------------------
     def oom_killed(self) -> bool:
@@ -131,9 +131,9 @@ def disk_usage(path: Path) -> int:
     return total
 
 
-def group_members(pgid: int) -> list[int]:
-    """Processes of one process group, read from /proc."""
-    members = []
+def process_group(pgid: int) -> Iterator[tuple[int, list[bytes]]]:
+    """The processes of one process group, read from /proc: each pid with the fields of its
+    `stat` that follow the command name (state, ppid, pgrp, …)."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -144,5 +144,4 @@ def group_members(pgid: int) -> list[int]:
             continue
         fields = data[data.rfind(b")") + 2 :].split()
         if len(fields) > 2 and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
+            yield int(entry.name), fields

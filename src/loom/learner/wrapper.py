@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loom.learner.collectors import file_collectors, line_collectors
-from loom.learner.confine import BIN, Confinement, disk_usage
+from loom.learner.confine import BIN, Confinement, disk_usage, process_group
 from loom.learner.shipper import Api, Shipper, write_json_atomic
 from loom.sandbox import environment, files
 
@@ -421,22 +421,15 @@ def group_rss(pgid: int, *, proportional: bool = False) -> int:
     Plain RSS counts pages shared after a fork once per process; `proportional` reads each
     process's PSS instead (dearer for the kernel, so only to confirm a limit is passed)."""
     total = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    for pid, fields in process_group(pgid):
+        if len(fields) <= 21:
             continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                data = stat.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2 :].split()  # after the command name: state, ppid, …
-        if len(fields) > 21 and int(fields[2]) == pgid:
-            pss = _pss(entry.name) if proportional else None
-            total += pss if pss is not None else int(fields[21]) * _PAGE
+        pss = _pss(pid) if proportional else None
+        total += pss if pss is not None else int(fields[21]) * _PAGE
     return total
 
 
-def _pss(pid: str) -> int | None:
+def _pss(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
             for line in rollup:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from loom.domain.errors import Conflict, PlatformError
 from loom.launchers.confinement import SandboxPolicy
+from loom.sandbox import bwrap
 from loom.sandbox.probe import Support, probe
 from loom.settings import Settings
 
@@ -69,5 +70,6 @@ def sandbox_policy(settings: Settings, isolation: Isolation) -> SandboxPolicy:
         pids=settings.sandbox_pids,
         tmp_bytes=settings.sandbox_tmp_mb * 2**20,
         read_only=tuple(settings.sandbox_read_only),
+        python=tuple(bwrap.python_paths()) if isolation.confined else (),
         pass_env=tuple(settings.learner_env),
     )
