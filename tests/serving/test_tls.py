@@ -15,7 +15,14 @@ import httpx
 import pytest
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, register, stop_deployments
+from tests.conftest import (
+    Server,
+    make_zip,
+    manifest,
+    register,
+    stop_deployments,
+    wait_for_state,
+)
 from tests.tls import Certificates, make_certificates
 
 pytestmark = pytest.mark.integration
@@ -30,7 +37,7 @@ def https(
     tmp_path: Path, model_zip: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Server, Certificates]]:
     """A platform serving HTTPS, with the digits model registered and deployment `early`
-    created by a plain-HTTP start first (learners reach the platform over plain HTTP only)."""
+    created by a plain-HTTP start first (a gateway from before HTTPS was turned on)."""
     home = tmp_path / "home"
     plain = Server(home).start()
     with plain.client() as client:
@@ -46,6 +53,19 @@ def https(
     finally:
         server.stop()
         stop_deployments(home)
+
+
+def test_learners_report_over_https(https: tuple[Server, Certificates]) -> None:
+    """A job's learners ship their lines and outcome to an HTTPS API, trusting the platform's
+    own certificate (sent in their spec, never its key)."""
+    server, _certs = https
+    with server.client() as client:
+        job_id = client.submit(manifest("echo over-tls"), make_zip({"a": ""}))
+        job = wait_for_state(client, job_id, {"COMPLETED", "FAILED", "HALTED"}, timeout=60)
+        assert job["state"] == "COMPLETED", job
+        assert [x["line"] for x in client.logs(job_id)] == ["over-tls"]
+    spec = next(server.home.glob(f"jobs/{job_id}/learners/*/attempt-1/spec.json")).read_text()
+    assert "BEGIN CERTIFICATE" in spec and "PRIVATE KEY" not in spec
 
 
 def test_the_api_and_a_gateway_serve_https(https: tuple[Server, Certificates]) -> None:

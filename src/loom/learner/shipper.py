@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    import ssl
     from typing import Any, BinaryIO, TypeAlias
 
     from loom.learner.collectors import LineCollector, Point
@@ -37,28 +38,44 @@ class Api:
     of start-up, which is most of the platform's overhead on a short job.
     """
 
-    def __init__(self, url: str, token: str, server_file: Path | None) -> None:
+    def __init__(
+        self, url: str, token: str, server_file: Path | None, ca: str | None = None
+    ) -> None:
         self.url = url
         self._token = token
+        self._ca = ca
         self._server_file = server_file
         self._sock: socket.socket | None = None
         self._reader: BinaryIO | None = None
         self._lock = threading.Lock()
 
     def _address(self) -> tuple[str, int, str]:
-        """Host, port and path prefix of the URL (plain HTTP: TLS belongs to a proxy)."""
+        """Host, port and path prefix of the URL."""
         parts = urlsplit(self.url)
-        if parts.scheme != "http":
-            raise ValueError(f"the learner reaches the platform over http://, not {self.url!r}")
-        return parts.hostname or "127.0.0.1", parts.port or 80, parts.path.rstrip("/")
+        if parts.scheme not in ("http", "https"):
+            raise ValueError(f"the learner reaches the platform over http(s)://, not {self.url!r}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return parts.hostname or "127.0.0.1", port, parts.path.rstrip("/")
 
     def _connect(self) -> tuple[socket.socket, BinaryIO]:
         if self._sock is None or self._reader is None:
             host, port, _ = self._address()
-            self._sock = socket.create_connection((host, port), timeout=30)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._reader = self._sock.makefile("rb")
+            sock = socket.create_connection((host, port), timeout=30)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.url.startswith("https:"):
+                sock = self._tls().wrap_socket(sock, server_hostname=host)
+            self._sock, self._reader = sock, sock.makefile("rb")
         return self._sock, self._reader
+
+    def _tls(self) -> ssl.SSLContext:
+        """Trusts the platform's own certificates when given (the chain it serves), else the
+        system's; `ssl` is imported only for an HTTPS platform (it slows every start)."""
+        import ssl
+
+        context = ssl.create_default_context(cadata=self._ca or None)
+        if self._ca:
+            context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # a leaf or intermediate
+        return context
 
     def _rediscover(self) -> None:
         """After a failure: the platform may have come back on another address."""

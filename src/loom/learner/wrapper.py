@@ -54,7 +54,8 @@ class Learner:
         self.dirs = {k: Path(v) for k, v in spec["dirs"].items()}
         self.status_file = Path(spec["status_file"])
         home = spec.get("home")
-        api = Api(spec["api_url"], token, Path(home) / "server.json" if home else None)
+        server_file = Path(home) / "server.json" if home else None
+        api = Api(spec["api_url"], token, server_file, spec.get("api_ca"))
         base = f"/v1/learner/jobs/{spec['job_id']}/learners/{spec['learner_id']}"
         metrics = spec.get("metrics")
         self.shipper = Shipper(

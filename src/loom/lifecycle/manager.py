@@ -36,7 +36,13 @@ from loom.domain.states import (
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
 from loom.lifecycle.admission import check_host_paths, check_queue_room, holdings, quotas
 from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
-from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
+from loom.lifecycle.workspace import (
+    Workspace,
+    api_certificates,
+    learner_spec,
+    new_gang,
+    store_secrets,
+)
 from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
@@ -78,6 +84,7 @@ class LifecycleManager:
         self.signals = tds.signals
         self._lock = threading.RLock()
         self._queueing = threading.Lock()  # counting a user's queued jobs, then adding one
+        self._api_ca = api_certificates(settings.tls)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -535,6 +542,7 @@ class LifecycleManager:
                 learner=n,
                 code_zip=code_zip,
                 api_url=self.settings.api_url,
+                api_ca=self._api_ca,
                 home=self.settings.home_dir,
                 retry_s=self.settings.learner_retry_s,
                 halt_grace_s=self.settings.halt_grace_s,

@@ -117,6 +117,18 @@ def store_secrets(manifest: Manifest) -> dict[str, dict[str, str]]:
     }
 
 
+CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+
+
+def api_certificates(tls: tuple[Path, Path] | None) -> str | None:
+    """What a learner trusts to reach an HTTPS API: the certificates of the platform's own
+    chain, sent as text in its spec (no shared disk), never the private key that a combined PEM
+    file may also hold."""
+    if tls is None:
+        return None
+    return "\n".join(CERTIFICATE.findall(tls[0].read_text())) or None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -137,6 +149,7 @@ def learner_spec(
     learner: int,
     code_zip: Path,
     api_url: str,
+    api_ca: str | None,
     home: Path,
     retry_s: float,
     halt_grace_s: float,
@@ -181,6 +194,7 @@ def learner_spec(
             else None
         ),
         "api_url": api_url,
+        "api_ca": api_ca,
         "home": str(home),
         "python": sys.executable,
         "retry_s": retry_s,
