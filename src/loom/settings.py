@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     learner_env: Names = Field(
         default_factory=list, description="server variables passed on to learners by name"
     )
+    replica_cpus: float = Field(default=1.0, gt=0, description="CPUs of each serving replica")
+    replica_memory: str = Field(default="2GiB", description="memory of each serving replica")
     host_mount_roots: Names = Field(
         default_factory=list,
         description="host folders under which host_mount/mount_volume data stores may be",

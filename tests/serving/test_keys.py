@@ -5,6 +5,7 @@ no server path in what a caller or the owner is told of a failure."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 import time
@@ -196,9 +197,12 @@ def test_replicas_listen_only_on_private_sockets(platform: tuple[Server, LoomCli
     found = wait_for(client, "private", lambda d: d["replicas"]["ready"] == 2)
     gateway = int(_folder(server, "private").joinpath("gateway.pid").read_text())
     for replica in found["replica_list"]:
-        process = psutil.Process(replica["pid"])
-        assert process.net_connections(kind="inet") == []
-        sockets = {Path(c.laddr).name for c in process.net_connections(kind="unix") if c.laddr}
+        top = psutil.Process(replica["pid"])  # in a sandbox: its monitor; the server below
+        processes = [top, *top.children(recursive=True)]
+        assert [c for p in processes for c in p.net_connections(kind="inet")] == []
+        sockets = {
+            Path(c.laddr).name for p in processes for c in p.net_connections(kind="unix") if c.laddr
+        }
         assert sockets == {f"replica-{replica['id']}.sock"}  # listening, and the gateway's
     run = _folder(server, "private") / "run"
     assert stat.S_IMODE(run.stat().st_mode) == 0o700
@@ -208,6 +212,33 @@ def test_replicas_listen_only_on_private_sockets(platform: tuple[Server, LoomCli
         int(found["endpoint"].rsplit(":", 1)[1])
     ]
     client.delete_deployment("private")
+
+
+def test_a_replica_runs_sandboxed(platform: tuple[Server, LoomClient]) -> None:
+    """A replica (a user's model) runs as its deployment's own uid, and its view of the files
+    holds its model but not the platform's token, key or database, nor its deployment's
+    access rules; its cgroup goes with it."""
+    server, client = platform
+    if not client.capacity()["isolation"]["confined"]:
+        pytest.skip("this machine cannot sandbox (needs root and bubblewrap)")
+    client.deploy("boxed", "digits")
+    found = wait_for(client, "boxed", lambda d: d["replicas"]["ready"] == 1)
+    folder = _folder(server, "boxed")
+    model = next(folder.glob("model-v*"))
+    top = psutil.Process(found["replica_list"][0]["pid"])
+    served = next(p for p in top.children(recursive=True) if p.name() != "bwrap")
+    assert served.uids().real != 0
+    view = Path(f"/proc/{served.pid}/root")
+    assert (view / str(model).lstrip("/")).is_dir()
+    for hidden in (server.home / "token", server.home / "secret.key", server.home / "loom.db"):
+        assert not (view / str(hidden).lstrip("/")).exists(), hidden
+    assert not (view / str(folder / "access.json").lstrip("/")).exists()
+    assert (view / "proc" / str(os.getpid())).exists() is False  # its own pid namespace
+    client.delete_deployment("boxed")
+    deadline = time.monotonic() + 20
+    while served.is_running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not served.is_running()
 
 
 def _folder(server: Server, name: str) -> Path:

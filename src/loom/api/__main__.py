@@ -53,7 +53,7 @@ def main() -> None:
     print(f"Loom is running at {url} (state in {settings.home_dir})", flush=True)
     isolation = app.state.platform.isolation
     if isolation.confined:
-        print(f"Jobs are sandboxed: {isolation.description}", flush=True)
+        print(f"Jobs and serving replicas are sandboxed: {isolation.description}", flush=True)
     else:
         print(f"WARNING: {isolation.description}", flush=True)
         if isolation.single_user:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
 from loom.launchers.base import Launcher
+from loom.launchers.confinement import SandboxPolicy
 from loom.lifecycle.isolation import Isolation, decide, sandbox_policy
 from loom.lifecycle.manager import LifecycleManager
 from loom.registry.models import ModelRegistry
@@ -60,7 +61,7 @@ class Platform:
         self.db.close()
 
 
-def make_launcher(settings: Settings, isolation: Isolation) -> Launcher:
+def make_launcher(settings: Settings, sandbox: SandboxPolicy) -> Launcher:
     if settings.launcher == "fake":
         from loom.launchers.fake import FakeLauncher
 
@@ -71,7 +72,7 @@ def make_launcher(settings: Settings, isolation: Isolation) -> Launcher:
         cpus=settings.cpus,
         memory=settings.memory,
         gpus=settings.gpus,
-        sandbox=sandbox_policy(settings, isolation),
+        sandbox=sandbox,
     )
 
 
@@ -93,16 +94,17 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
                     f"this database has several users, but {isolation.description}: set "
                     "LOOM_ISOLATION=off to serve them anyway, or run where jobs can be sandboxed"
                 )
+    policy = sandbox_policy(settings, isolation)
     artifacts = ArtifactStore(
         settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
     )
     tds = TrainingData(db, JobSignals(), settings.max_log_lines, settings.max_metric_points)
     registry = ModelRegistry(db, artifacts)
     lifecycle = LifecycleManager(
-        settings, db, launcher or make_launcher(settings, isolation), artifacts, tds, registry, keys
+        settings, db, launcher or make_launcher(settings, policy), artifacts, tds, registry, keys
     )
     tls = Tls(*(str(path) for path in settings.tls)) if settings.tls else None
-    deployments = Deployments(db, registry, home, settings.serving_host, tls)
+    deployments = Deployments(db, registry, home, settings.serving_host, tls, policy)
     platform = Platform(
         settings, db, artifacts, tds, registry, lifecycle, deployments, keys, isolation
     )

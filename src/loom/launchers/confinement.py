@@ -26,6 +26,8 @@ class SandboxPolicy:
     tmp_bytes: int | None = 1 << 30
     read_only: tuple[str, ...] = ()
     python: tuple[str, ...] = ()  # Loom's interpreter and packages (`bwrap.python_paths()`)
+    replica_cpus: float = 1.0
+    replica_memory: int | None = None
     pass_env: tuple[str, ...] = field(default_factory=tuple)
 
     def section(self, spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -48,6 +50,22 @@ class SandboxPolicy:
             ),
             "writable": [dirs[name] for name in WRITABLE],
             "gpus": [int(d) for d in devices.split(",") if d.strip().isdigit()],
+            "tmp_bytes": self.tmp_bytes,
+            "bwrap": self.bwrap,
+        }
+
+    def replica_section(self, deployment_id: str) -> dict[str, Any] | None:
+        """The `sandbox` section of a deployment's spec: how its gateway confines replicas (a
+        uid per deployment, Loom's python and the model read-only, a cgroup each)."""
+        if self.bwrap is None:
+            return None
+        return {
+            "uid": uid_for(deployment_id, self.uid_base),
+            "cgroups": self.cgroups,
+            "cpus": self.replica_cpus,
+            "memory": self.replica_memory,
+            "pids": self.pids,
+            "read_only": sorted({*self.python, *self.read_only}),
             "tmp_bytes": self.tmp_bytes,
             "bwrap": self.bwrap,
         }

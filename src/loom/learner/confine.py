@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from loom.sandbox import bwrap, cgroups
+from loom.sandbox.runner import identity_files, make_cgroup, own
 
 BIN = "/opt/loom/bin"
 
@@ -37,35 +38,22 @@ class Confinement:
         """Hand the writable folders, the code the wrapper unpacked and the data it fetched
         (shown read-only) to the job's uid, and make the cgroup."""
         for path in self.spec["writable"]:
-            _own(Path(path), self.uid, recursive=Path(path) == unpacked)
+            own(Path(path), self.uid, recursive=Path(path) == unpacked)
         for path in fetched:
             if path.is_dir() and not path.is_symlink():
-                _own(path, self.uid, recursive=True)
+                own(path, self.uid, recursive=True)
         name = self.spec.get("cgroup")
         if name:
-            limits = cgroups.Limits(
-                cpus=self.spec.get("cpus"),
-                memory=self.spec.get("memory"),
-                pids=self.spec.get("pids"),
-            )
-            with contextlib.suppress(cgroups.CgroupUnavailable):
-                self.group = cgroups.detect().create(name, limits)
+            limits = (self.spec.get("cpus"), self.spec.get("memory"), self.spec.get("pids"))
+            self.group = make_cgroup(name, *limits)
 
     def argv(self, command: str, cwd: str, shims: Path) -> list[str]:
-        users, groups = bwrap.passwd(self.uid)
-        for name, text in (("passwd", users), ("group", groups)):
-            (self.private / name).write_text(text)
-            (self.private / name).chmod(0o644)  # whatever the platform's umask
         view = bwrap.View(
             uid=self.uid,
             # Folders that do not exist (an empty data store's) cannot be shown.
             read_only=[p for p in self.spec["read_only"] if os.path.isdir(p)],
             writable=list(self.spec["writable"]),
-            files={
-                "/etc/passwd": str(self.private / "passwd"),
-                "/etc/group": str(self.private / "group"),
-                BIN: str(shims),
-            },
+            files={**identity_files(self.private, self.uid), BIN: str(shims)},
             gpus=[int(g) for g in self.spec.get("gpus", [])],
             tmp_bytes=self.spec.get("tmp_bytes"),
             cwd=cwd,
@@ -102,20 +90,6 @@ class Confinement:
         """Nothing the learner started outlives it."""
         if self.group is not None:
             self.group.remove()
-
-
-def _own(path: Path, uid: int, *, recursive: bool) -> None:
-    """The folder (created by the wrapper, so not a link) and, with `recursive`, what the
-    wrapper put in it belong to the job's uid; no link is followed."""
-    path.mkdir(parents=True, exist_ok=True)
-    os.chown(path, uid, uid, follow_symlinks=False)
-    if not recursive:
-        return
-    for folder, dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
-        os.chown(folder, uid, uid, follow_symlinks=False)
-        for name in dirs + files:
-            with contextlib.suppress(OSError):
-                os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def disk_usage(path: Path) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loom.domain.errors import Conflict, PlatformError
+from loom.domain.resources import parse_memory
 from loom.launchers.confinement import SandboxPolicy
 from loom.sandbox import bwrap
 from loom.sandbox.probe import Support, probe
@@ -71,5 +72,7 @@ def sandbox_policy(settings: Settings, isolation: Isolation) -> SandboxPolicy:
         tmp_bytes=settings.sandbox_tmp_mb * 2**20,
         read_only=tuple(settings.sandbox_read_only),
         python=tuple(bwrap.python_paths()) if isolation.confined else (),
+        replica_cpus=settings.replica_cpus,
+        replica_memory=parse_memory(settings.replica_memory),
         pass_env=tuple(settings.learner_env),
     )

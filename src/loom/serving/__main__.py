@@ -27,10 +27,12 @@ def main() -> None:
     parser.add_argument("--uds", help="listen on this unix socket instead of a TCP port")
     parser.add_argument("--batch-size", type=int, default=1, help="max samples per batch")
     parser.add_argument("--batch-wait-ms", type=float, default=0.0, help="max wait to fill a batch")
-    parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)  # a gateway's replica
+    # a gateway's replica: long keep-alives, and it ends with its parent (in a sandbox, the
+    # parent is the sandbox's first process, which ends with the gateway)
+    parser.add_argument("--behind-gateway", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.parent_pid:
-        threading.Thread(target=_exit_with_parent, args=(args.parent_pid,), daemon=True).start()
+    if args.behind_gateway:
+        threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     path = args.path.resolve()
     name = args.name or (path.name if path.is_dir() else path.parent.name) or "model"
     plane = DataPlane()
@@ -50,7 +52,7 @@ def main() -> None:
         server_header=False,
         date_header=False,
         # behind a gateway, its pooled connections stay open
-        timeout_keep_alive=3600 if args.parent_pid else 5,
+        timeout_keep_alive=3600 if args.behind_gateway else 5,
     )
 
 

@@ -30,6 +30,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import Conflict, InvalidInput, NotFound, PlatformError
+from loom.launchers.confinement import SandboxPolicy
 from loom.registry.models import ModelRegistry
 from loom.serving.environment import serving_env
 from loom.serving.keys import DeploymentAccess
@@ -76,8 +77,10 @@ class Deployments:
         home: Path,
         host: str = "127.0.0.1",
         tls: Tls | None = None,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.db = db
+        self.sandbox = sandbox or SandboxPolicy()
         self.registry = registry
         self.root = home / "deployments"
         self.host = host
@@ -326,6 +329,7 @@ class Deployments:
             port=row.port,
             certfile=self.tls.certfile if self.tls else "",
             keyfile=self.tls.keyfile if self.tls else "",
+            sandbox=self.sandbox.replica_section(row.id),
             **_columns_of(row),
         )
 

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loom.sandbox.cgroups import Cgroup
+from loom.serving.confined import ReplicaSandbox
 from loom.serving.environment import serving_env
 from loom.serving.http1 import BadMessage, Message, encode_request, read_message
 from loom.serving.spec import SOCKETS, DeploymentSpec
@@ -54,7 +56,7 @@ def private_sockets(folder: Path) -> None:
 
 
 def replica_command(
-    spec: DeploymentSpec, generation: tuple[str, str, int, float], uds: str, parent_pid: int
+    spec: DeploymentSpec, generation: tuple[str, str, int, float], uds: str
 ) -> list[str]:
     """The command line of one replica: the only place it is built."""
     model_dir, version, batch_size, batch_wait_ms = generation
@@ -73,8 +75,7 @@ def replica_command(
         str(batch_size),
         "--batch-wait-ms",
         str(batch_wait_ms),
-        "--parent-pid",
-        str(parent_pid),
+        "--behind-gateway",
     ]
 
 
@@ -96,6 +97,7 @@ class Replica:
     ready_at: float | None = None
     idle: list[Connection] = field(default_factory=list)
     quiet: asyncio.Event = field(default_factory=asyncio.Event)
+    group: Cgroup | None = None  # its cgroup, when confined
 
     @property
     def version(self) -> str:
@@ -106,7 +108,17 @@ class Replica:
         return self.process.pid if self.process else None
 
     async def spawn(self, spec: DeploymentSpec, folder: Path) -> None:
-        command = replica_command(spec, self.generation, self.socket, os.getpid())
+        """Start the replica, in its sandbox when the spec asks for one."""
+        command = replica_command(spec, self.generation, self.socket)
+        before_exec = None
+        env = serving_env()
+        if spec.sandbox is not None:
+            sandbox = ReplicaSandbox(spec.sandbox, folder, SOCKETS)
+            model_dir = Path(self.generation[0])
+            sandbox.prepare(model_dir)
+            name = f"serve-{folder.name}-r{self.id}"
+            command, self.group, before_exec = sandbox.start(name, command, model_dir)
+            env["HOME"] = "/tmp"
         with self.log.open("ab") as out:
             self.process = await asyncio.create_subprocess_exec(
                 *command,
@@ -114,8 +126,9 @@ class Replica:
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=folder,
-                env=serving_env(),
+                env=env,
                 start_new_session=True,
+                preexec_fn=before_exec,
             )
 
     async def wait_ready(self, timeout_s: float) -> bool:
@@ -198,16 +211,10 @@ class Replica:
         with contextlib.suppress(OSError):
             os.unlink(self.socket)
         process = self.process
-        if process is None or process.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), grace_s)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
+        if process is not None and process.returncode is None:
+            await _terminate(process, grace_s)
+        if self.group is not None:  # whatever the replica left running, and its cgroup
+            await asyncio.to_thread(self.group.remove)
 
     def last_lines(self, count: int = 5) -> str:
         try:
@@ -215,6 +222,17 @@ class Replica:
         except OSError:
             return ""
         return " | ".join(lines[-count:])
+
+
+async def _terminate(process: asyncio.subprocess.Process, grace_s: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), grace_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
 
 
 def _why(exc: OSError) -> str:

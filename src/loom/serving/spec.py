@@ -44,6 +44,7 @@ class DeploymentSpec:
     keyfile: str = ""
     ready_timeout_s: float = 120.0
     drain_timeout_s: float = 30.0
+    sandbox: dict[str, Any] | None = None  # how replicas are confined; None: they are not
 
     @classmethod
     def read(cls, folder: Path) -> DeploymentSpec:

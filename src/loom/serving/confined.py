@@ -1,0 +1,50 @@
+"""How a gateway starts a replica inside the sandbox its spec asks for.
+
+A replica runs a user's model: like a learner it gets its own uid (one per deployment), a view
+of Loom's python and its model folder (read-only) and its socket folder, a private `/tmp`, its
+own pid namespace, and a cgroup of its own with the replica's cpus, memory and pids. It sees no
+other file of the deployment (not the access rules, the spec, logs or request log) and nothing
+of the platform's home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from loom.sandbox import bwrap, cgroups
+from loom.sandbox.runner import identity_files, make_cgroup, own
+
+
+class ReplicaSandbox:
+    def __init__(self, section: dict[str, Any], folder: Path, sockets: str) -> None:
+        self.section = section
+        self.folder = folder  # the deployment's, the replicas' working folder
+        self.sockets = folder / sockets
+        self.uid = int(section["uid"])
+
+    def prepare(self, model_dir: Path) -> None:
+        """The socket folder and the model's copy belong to the deployment's uid (the gateway,
+        as root, still reaches them)."""
+        own(self.sockets, self.uid, recursive=False)
+        own(model_dir, self.uid, recursive=True)
+
+    def start(
+        self, name: str, command: list[str], model_dir: Path
+    ) -> tuple[list[str], cgroups.Cgroup | None, Callable[[], None] | None]:
+        """The confined argv of one replica, its cgroup, and what its child does before exec."""
+        section = self.section
+        group = None
+        if section.get("cgroups"):
+            group = make_cgroup(name, section.get("cpus"), section.get("memory"), section["pids"])
+        view = bwrap.View(
+            uid=self.uid,
+            read_only=[*section["read_only"], str(model_dir)],
+            writable=[str(self.sockets)],
+            files=identity_files(self.folder, self.uid),
+            tmp_bytes=section.get("tmp_bytes"),
+            cwd=str(self.folder),
+        )
+        argv = bwrap.command(view, command, bwrap=section["bwrap"])
+        return argv, group, (lambda: group.join(0)) if group is not None else None
