@@ -329,10 +329,10 @@ def loom_deployment(model: Path, pin: Pinning, batching: Batching | None) -> Ser
     """A Loom deployment as the platform runs one: the gateway with one replica behind it on a
     unix socket, private (the gateway checks each request's token); the gateway inherits the
     pinning and so does its replica."""
+    from loom.domain.accounts import hash_token
     from loom.serving.access import ACCESS, render
     from loom.serving.spec import DeploymentSpec
     from loom.store.private import write_private
-    from loom.store.users import hash_token
 
     def launch(port: int, folder: Path) -> list[str]:
         DeploymentSpec(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from loom.client import ClientError
+from loom.domain.accounts import hash_token
 from tests.conftest import Server, make_zip, manifest, wait_for_state
 
 pytestmark = [pytest.mark.integration]
@@ -188,7 +189,6 @@ def test_upgrade_seals_credentials_of_older_jobs(tmp_path: Path) -> None:
     from alembic.config import Config
     from sqlalchemy import text
 
-    from loom.store import users as user_rows
     from loom.store.db import MIGRATIONS, Database
 
     home, password, token = (
@@ -211,7 +211,7 @@ def test_upgrade_seals_credentials_of_older_jobs(tmp_path: Path) -> None:
     # Rows as the 0005 schema has them (today's tables have more columns).
     rows = {
         "users": {"id": "u1", "name": "admin", "is_admin": True, "created_at": time.time()},
-        "tokens": {"token_hash": user_rows.hash_token(token), "user_id": "u1",
+        "tokens": {"token_hash": hash_token(token), "user_id": "u1",
                    "created_at": time.time()},
         "jobs": {"id": "training-old", "owner_id": "u1", "name": "old", "state": "COMPLETED",
                  "error_code": None, "status_message": "", "queue_reason": "",

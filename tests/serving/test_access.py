@@ -7,11 +7,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from loom.domain.accounts import hash_token
 from loom.serving.access import INVALID, MISSING, AccessList, bearer, render
 from loom.serving.environment import serving_env
 from loom.serving.http1 import Message, encode_request
 from loom.store.private import write_private
-from loom.store.users import hash_token
 
 
 def rules(folder: Path, public: bool, **tokens: str) -> Path:

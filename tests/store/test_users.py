@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, text
 
+from loom.domain.accounts import hash_token
 from loom.store import users as user_rows
 from loom.store.db import MIGRATIONS, Database, migrate
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    found = Database(f"sqlite:///{tmp_path / 'loom.db'}")
-    migrate(found.engine)
-    yield found
-    found.close()
 
 
 def test_listing_hides_learner_and_revoked_tokens(db: Database) -> None:
@@ -59,7 +50,8 @@ def _upgrade(engine: Engine, revision: str) -> None:
 
 
 def test_migration_gives_existing_tokens_ids(tmp_path: Path) -> None:
-    """Tokens stored before 0006 get distinct public ids, never expire, and still resolve."""
+    """Tokens stored before the accounts migration get distinct public ids, never expire, and
+    still resolve."""
     old = Database(f"sqlite:///{tmp_path / 'old.db'}")
     _upgrade(old.engine, "0005")
     with old.engine.begin() as connection:
@@ -67,7 +59,7 @@ def test_migration_gives_existing_tokens_ids(tmp_path: Path) -> None:
             text("INSERT INTO users (id, name, is_admin, created_at) VALUES ('u1', 'ada', 1, 0)")
         )
         for token in ("a", "b"):
-            digest = user_rows.hash_token(token)
+            digest = hash_token(token)
             connection.execute(
                 text("INSERT INTO tokens (token_hash, user_id, created_at) VALUES (:h, 'u1', 0)"),
                 {"h": digest},

@@ -3,6 +3,8 @@ a new token lapses, and how high a user's jobs may queue."""
 
 from __future__ import annotations
 
+import hashlib
+
 from loom.domain.errors import InvalidInput, ManifestError
 
 MIN_ADMIN_TOKEN = 32
@@ -66,3 +68,8 @@ def check_priority(priority: int, maximum: int) -> None:
             "lower it, or ask an admin to raise your maximum",
             field="priority",
         )
+
+
+def hash_token(token: str | bytes) -> str:
+    """What is stored of a token (its SHA-256): the API and deployment gateways compare this."""
+    return hashlib.sha256(token.encode() if isinstance(token, str) else token).hexdigest()

@@ -9,8 +9,6 @@ one hash (cached per token string) and one dict lookup. Without the file, nothin
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import sys
@@ -19,18 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from loom.domain.accounts import hash_token
+
 ACCESS = "access.json"
 CHECK_S = 1.0  # how often the gateway looks at the file's stamp
 MISS_CHECK_S = 0.05  # sooner for an unknown token: a key just created works at once
 USED_GRAIN_S = 10  # last-use times are kept this coarse, so status.json changes rarely
 MISSING = "missing bearer token: send `Authorization: Bearer <token>`"
 INVALID = "invalid or revoked token"
-
-
-@functools.lru_cache(maxsize=1024)
-def digest(token: bytes) -> str:
-    """The SHA-256 the platform stores for a token (as `loom.store.users.hash_token`)."""
-    return hashlib.sha256(token).hexdigest()
 
 
 def bearer(header: bytes | None) -> bytes | None:
@@ -98,7 +92,7 @@ class AccessList:
         token = bearer(header)
         if token is None:
             return MISSING
-        hashed = digest(token)
+        hashed = hash_token(token)
         whose = self.hashes.get(hashed)
         if whose is None and self.clock() - self._checked >= MISS_CHECK_S:
             self.refresh(force=True)

@@ -13,13 +13,14 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from loom.domain.accounts import hash_token
 from loom.domain.errors import NotFound
 from loom.serving.access import ACCESS, render
 from loom.serving.spec import read_status
 from loom.store.db import Database
 from loom.store.private import write_private
 from loom.store.tables import Deployment, DeploymentKey, Token
-from loom.store.users import hash_token, new_token
+from loom.store.users import new_token
 
 OWNER_TOKEN = "token"  # whose a hash is, for the owner's own API tokens
 
@@ -104,14 +105,16 @@ class DeploymentAccess:
         """Write the deployment's access file if the database says something else than it
         does (a key or a token added or revoked, the deployment made public or private), and
         keep the keys' last use that the gateway reports."""
-        with self.db.session() as session:
+        # One sync at a time, from reading the rules to writing them: a supervisor's pass that
+        # read before a key was revoked must not write its older rules after the revocation's.
+        with self._lock, self.db.session() as session:
             content = render(deployment.public, accepted_hashes(session, deployment))
             self._keep_last_use(session, deployment, _used(folder))
-        with self._lock:
             path = folder / ACCESS
             if self._written.get(deployment.id) == content and path.exists():
                 return
-            folder.mkdir(parents=True, exist_ok=True)
+            if not folder.is_dir():
+                return  # deleted meanwhile: nothing to guard
             write_private(path, content)
             self._written[deployment.id] = content
 

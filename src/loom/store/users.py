@@ -4,7 +4,6 @@ with a reason rather than as an unknown token."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import time
 import uuid
@@ -12,13 +11,10 @@ import uuid
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from loom.domain.accounts import hash_token
 from loom.store.tables import Token, User
 
 TOUCH_EVERY_S = 60.0  # `last_used_at` is written at most this often: reads stay reads
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def new_token(prefix: str = "loom") -> str:

@@ -1,7 +1,7 @@
 """accounts: token ids, names, expiry, use and revocation; users' maximum priority; audit log
 
-Revision ID: 0006_accounts
-Revises: 0005
+Revision ID: 0007_accounts
+Revises: 0006_secrets
 Create Date: 2026-11-23 01:00:00.000000
 """
 
@@ -10,7 +10,7 @@ import secrets
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_accounts"
+revision = "0007_accounts"
 down_revision = "0006_secrets"
 branch_labels = None
 depends_on = None

@@ -1,15 +1,15 @@
 """serving auth: public deployments and per-deployment keys
 
-Revision ID: 0006_serving_auth
-Revises: 0005
+Revision ID: 0008_serving_auth
+Revises: 0007_accounts
 Create Date: 2026-12-02 10:00:00.000000
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_serving_auth"
-down_revision = "0006_accounts"
+revision = "0008_serving_auth"
+down_revision = "0007_accounts"
 branch_labels = None
 depends_on = None
 
