@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,15 @@ def stop_deployments(home: Path) -> None:
             if not running(int(pid_file.read_text())):
                 break
             time.sleep(0.1)
+
+
+def eventually(check: Callable[[], object], timeout: float = 10) -> float:
+    """Seconds until `check()` holds; fails after `timeout`."""
+    began = time.monotonic()
+    while not check():
+        assert time.monotonic() - began < timeout, "never happened"
+        time.sleep(0.05)
+    return time.monotonic() - began
 
 
 def processes_with(pattern: bytes) -> list[int]:

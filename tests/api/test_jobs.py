@@ -14,7 +14,15 @@ import pytest
 
 from loom.client import LoomClient
 from loom.client.archive import zip_folder
-from tests.conftest import ROOT, Server, make_zip, manifest, processes_with, wait_for_state
+from tests.conftest import (
+    ROOT,
+    Server,
+    eventually,
+    make_zip,
+    manifest,
+    processes_with,
+    wait_for_state,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -257,15 +265,9 @@ def test_delete_of_a_running_job_stops_its_processes(server: Server) -> None:
     with server.client() as client:
         job_id = submit(client, "sleep 301.5")
         wait_for_state(client, job_id, {"PROCESSING"})
-        deadline = time.monotonic() + 10
-        while not processes_with(b"301.5") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert processes_with(b"301.5")
+        eventually(lambda: processes_with(b"301.5"))
         client.delete(job_id)
-    deadline = time.monotonic() + 10
-    while processes_with(b"301.5") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not processes_with(b"301.5")
+    eventually(lambda: not processes_with(b"301.5"))
 
 
 def pid_alive(pid: int) -> bool:

@@ -47,7 +47,8 @@ def scan_processes(needles: list[bytes]) -> None:
     report("server-environment", bool(env), f"variables {env}")
 
 
-def memory_of(pid: int) -> bytes:
+def memory_of(pid: int, largest: int = 64 << 20) -> bytes:
+    """What a process holds in its readable memory (regions up to `largest` bytes)."""
     chunks = []
     try:
         with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
@@ -56,7 +57,7 @@ def memory_of(pid: int) -> bytes:
                 if "r" not in perms:
                     continue
                 start, end = (int(x, 16) for x in span.split("-"))
-                if end - start > 64 << 20:
+                if end - start > largest:
                     continue
                 try:
                     mem.seek(start)
@@ -110,10 +111,7 @@ def plant_links(home: str, victim: str) -> None:
     try:
         with open(os.path.join(results, "..", "escaped.txt"), "w") as out:
             out.write("outside")
-        escaped = os.path.exists(
-            os.path.join(home, "jobs", os.environ["TRAINING_ID"], "escaped.txt")
-        )
-        report("write-outside-results", escaped, "wrote beside RESULT_DIR")
+        report("write-outside-results", True, "wrote beside RESULT_DIR")
     except OSError as exc:
         report("write-outside-results", False, exc.strerror or "")
 

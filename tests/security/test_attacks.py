@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import time
 import zipfile
@@ -15,7 +14,15 @@ from typing import Any
 import pytest
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, make_zip, manifest, processes_with, wait_for_state
+from tests.conftest import (
+    Server,
+    eventually,
+    make_zip,
+    manifest,
+    processes_with,
+    wait_for_state,
+)
+from tests.security.attacker import memory_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -69,35 +76,13 @@ def attacks_of(client: LoomClient, job_id: str) -> dict[str, str]:
     return found
 
 
-def process_memory(pid: int) -> bytes:
-    """What a process holds in its readable memory (read as root, from outside)."""
-    chunks = []
-    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
-        for line in maps:
-            span, perms = line.split()[:2]
-            start, end = (int(x, 16) for x in span.split("-"))
-            if "r" not in perms or end - start > 256 << 20:
-                continue
-            try:
-                mem.seek(start)
-                chunks.append(mem.read(end - start))
-            except (OSError, OverflowError, ValueError):
-                continue
-    return b"".join(chunks)
-
-
 def parent(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def wait_line(client: LoomClient, job_id: str, text: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(text in x["line"] for x in client.logs(job_id)):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{job_id} never printed {text!r}: {client.job(job_id)}")
+    eventually(lambda: any(text in x["line"] for x in client.logs(job_id)), timeout)
 
 
 def test_a_job_cannot_reach_the_platform_or_other_jobs(
@@ -153,6 +138,7 @@ def test_a_job_cannot_reach_the_platform_or_other_jobs(
         assert not names & {"model/model.onnx", "shadow.txt", "hard-token"}, names
         assert "ATTACK admin-token" in log
         assert victim_file.read_text() == "untouched"
+        assert not list(platform.home.glob(f"jobs/{attacker}/**/escaped.txt"))
         with pytest.raises(ClientError) as missing:
             mallory.model_version("stolen", "latest")
         assert missing.value.status == 404
@@ -162,7 +148,7 @@ def test_a_job_cannot_reach_the_platform_or_other_jobs(
         server_pid = platform.process.pid if platform.process else 0
         spawners = [p for p in processes_with(b"loom.learner.spawner") if parent(p) == server_pid]
         assert len(spawners) == 1
-        assert s3.secret.encode() not in process_memory(spawners[0])
+        assert s3.secret.encode() not in memory_of(spawners[0], 256 << 20)
         assert SERVER_SECRET.encode() not in Path(f"/proc/{spawners[0]}/environ").read_bytes()
         alice.delete(victim)
 
@@ -205,15 +191,9 @@ def test_limits_hold_and_nothing_outlives_its_job(platform: Server) -> None:
             manifest("setsid python -c 'import time; time.sleep(4343)' & sleep 60"),
             make_zip({"a": ""}),
         )
-        deadline = time.monotonic() + 30
-        while not processes_with(b"time.sleep(4343)") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert processes_with(b"time.sleep(4343)")
+        eventually(lambda: processes_with(b"time.sleep(4343)"), 30)
         client.delete(sleeper)
-        deadline = time.monotonic() + 20
-        while processes_with(b"time.sleep(4343)") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not processes_with(b"time.sleep(4343)")
+        eventually(lambda: not processes_with(b"time.sleep(4343)"), 20)
 
 
 @pytest.mark.parametrize("path", ["/", "/etc", "{home}/..", "{home}/../../../etc"])
@@ -248,4 +228,3 @@ def test_learners_get_an_allow_listed_environment(platform: Server) -> None:
     assert "AWS_SECRET_ACCESS_KEY" not in names
     assert not [n for n in names if n.startswith("LOOM_")]
     assert {"DATA_DIR", "RESULT_DIR", "TRAINING_ID", "PATH", "HOME"} <= set(names)
-    assert os.environ.get("AWS_SECRET_ACCESS_KEY") != SERVER_SECRET

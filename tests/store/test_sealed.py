@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from pydantic import SecretStr
 from loom.domain.errors import SecretKeyError
 from loom.store import sealed
 from loom.store import users as user_rows
-from loom.store.db import Database, migrate
+from loom.store.db import Database
 from loom.store.secret_keys import SecretKeys, load_keys
 from loom.store.tables import Job, JobSecret
 
@@ -22,13 +21,11 @@ CREDENTIALS = {"data_stores": {"0": {"password": "pw-789"}}}
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    made = Database(f"sqlite:///{tmp_path / 'loom.db'}")
-    migrate(made.engine)
-    with made.session() as session:
+def db(db: Database) -> Database:
+    """The store's database, with a user `ada`."""
+    with db.session() as session:
         user_rows.add_user(session, "ada")
-    yield made
-    made.close()
+    return db
 
 
 def add_job(db: Database, job_id: str, manifest: dict[str, object]) -> None:
