@@ -16,6 +16,7 @@ from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
+from loom.store.secret_keys import SecretKeys
 from loom.store.tables import User
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
@@ -32,7 +33,12 @@ class Rig:
         self.launcher = launcher
         self.tds = TrainingData(self.db, JobSignals())
         self.manager = LifecycleManager(
-            self.settings, self.db, launcher, ArtifactStore(tmp / "artifacts"), self.tds
+            self.settings,
+            self.db,
+            launcher,
+            ArtifactStore(tmp / "artifacts"),
+            self.tds,
+            SecretKeys.ephemeral(),
         )
         with self.db.session() as session:
             self.user: User = user_rows.add_user(session, "ada")
@@ -277,8 +283,6 @@ def test_completed_only_once_the_model_is_registered(rig: Rig, fail: bool) -> No
 def test_credentials_are_stored_sealed_and_opened_only_to_launch(rig: Rig) -> None:
     """The stored manifest shows `***`; the launch gets the credentials; a key that does not
     open them keeps the job queued, saying why, until the right key is back."""
-    from loom.store.secret_keys import SecretKeys
-
     store = "[{id: s, type: s3_datastore, connection: {auth_url: 'http://s3', password: pw-1}}]"
     job_id = rig.submit(data_stores=store)
     with rig.db.session() as session:

@@ -100,9 +100,8 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     )
     tds = TrainingData(db, JobSignals(), settings.max_log_lines, settings.max_metric_points)
     registry = ModelRegistry(db, artifacts)
-    lifecycle = LifecycleManager(
-        settings, db, launcher or make_launcher(settings, policy), artifacts, tds, registry, keys
-    )
+    launcher = launcher or make_launcher(settings, policy)
+    lifecycle = LifecycleManager(settings, db, launcher, artifacts, tds, keys, registry)
     tls = Tls(*(str(path) for path in settings.tls)) if settings.tls else None
     deployments = Deployments(db, registry, home, settings.serving_host, tls, policy)
     platform = Platform(

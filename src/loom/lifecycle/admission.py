@@ -11,15 +11,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import ManifestError, TooManyRequests
-from loom.domain.manifest import DataStoreType, Manifest
+from loom.domain.manifest import Manifest
 from loom.domain.resources import Resources
 from loom.domain.states import TERMINAL_STATES, JobState
 from loom.lifecycle.scheduler import Quota, Usage
+from loom.lifecycle.workspace import host_path
 from loom.settings import Settings
 from loom.store import jobs as job_rows
 from loom.store.tables import Job, User
-
-HOST_TYPES = {DataStoreType.LOCAL, DataStoreType.MOUNT_VOLUME, DataStoreType.HOST_MOUNT}
 
 
 @dataclass
@@ -66,9 +65,8 @@ def check_host_paths(manifest: Manifest, roots: list[str]) -> None:
     """A data store on a host folder must lie under a root the admin allows
     (`LOOM_HOST_MOUNT_ROOTS`); none is allowed by default."""
     for index, store in enumerate(manifest.data_stores):
-        path = store.connection.get("path")
-        on_host = store.type in HOST_TYPES or store.connection.get("type") == "host_mount"
-        if path is None or not on_host:
+        path = host_path(store)
+        if path is None:
             continue
         resolved = os.path.realpath(path)
         if not any(_under(resolved, root) for root in roots):

@@ -71,11 +71,11 @@ class LifecycleManager:
         launcher: Launcher,
         artifacts: ArtifactStore,
         tds: TrainingData,
+        keys: SecretKeys,
         registry: ModelRegistry | None = None,
-        keys: SecretKeys | None = None,
     ) -> None:
         self.settings = settings
-        self.keys = keys or SecretKeys.ephemeral()  # seals jobs' credentials
+        self.keys = keys  # seals jobs' credentials
         self.db = db
         self.launcher = launcher
         self.artifacts = artifacts
@@ -191,7 +191,7 @@ class LifecycleManager:
 
     def resume(self, job_id: str) -> Job:
         """Queue a halted job again; its learners restart with the same CHECKPOINT_DIR."""
-        with self._lock, self._session() as session:
+        with self._lock, self._queueing, self._session() as session:
             job = self._job(session, job_id)
             if JobState(job.state) != JobState.HALTED:
                 raise Conflict(f"job {job_id} is {job.state}; only a halted job resumes")

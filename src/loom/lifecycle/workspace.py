@@ -68,7 +68,8 @@ class Workspace:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _store_path(store: DataStore) -> Path | None:
+def host_path(store: DataStore) -> Path | None:
+    """The host folder of a local / host-mount store; None for any other."""
     if store.type not in LOCAL_TYPES and store.connection.get("type") != "host_mount":
         return None
     path = store.connection.get("path")
@@ -76,7 +77,7 @@ def _store_path(store: DataStore) -> Path | None:
 
 
 def _store_data_dir(store: DataStore) -> Path | None:
-    base = _store_path(store)
+    base = host_path(store)
     if base is None or store.training_data is None:
         return base
     return base / store.training_data.container
@@ -86,7 +87,7 @@ def store_specs(workspace: Workspace, manifest: Manifest, job_id: str) -> list[d
     """What the wrapper needs to know of the data stores; no secret ever goes in here."""
     specs = []
     for store in manifest.data_stores:
-        base = _store_path(store)
+        base = host_path(store)
         spec: dict[str, Any] = {"id": store.id, "type": store.type.value}
         if base is not None:
             spec["type"] = "local"
