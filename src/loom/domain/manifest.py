@@ -73,13 +73,6 @@ class DataStore(_Strict):
     training_results: Container | None = None
     connection: dict[str, Text] = Field(default_factory=dict)
 
-    def redacted(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json", exclude_none=True)
-        data["connection"] = {
-            k: (v if k in PUBLIC_CONNECTION_KEYS else REDACTED) for k, v in self.connection.items()
-        }
-        return data
-
     @property
     def secrets(self) -> list[str]:
         return [v for k, v in self.connection.items() if k not in PUBLIC_CONNECTION_KEYS and v]
@@ -319,19 +312,14 @@ class Manifest(_Strict):
         return found
 
     def redacted(self, original: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The manifest as JSON (the user's own mapping if given), every secret as `***`."""
-        data: dict[str, Any]
-        if original is not None:
-            data = json.loads(json.dumps(original, default=str))
-        else:
-            data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
-        data["data_stores"] = [store.redacted() for store in self.data_stores]
-        location = (data.get("framework") or {}).get("image_location")
-        if isinstance(location, dict) and location.get("access_token"):
-            location["access_token"] = REDACTED
-        if not data["data_stores"] and original is not None and "data_stores" not in original:
-            del data["data_stores"]
-        return data
+        """The manifest as JSON (the user's own mapping if given), every secret as `***`: the
+        one rule of `credentials.split`, which takes them out before a manifest is stored."""
+        from loom.domain.credentials import split  # it builds on this module
+
+        if original is None:
+            original = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        redacted, _credentials = split(json.loads(json.dumps(original, default=str)))
+        return redacted
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
