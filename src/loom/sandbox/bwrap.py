@@ -84,7 +84,8 @@ def command(view: View, argv: list[str], *, bwrap: str = "bwrap") -> list[str]:
         args += [*_parents(path, made), "--ro-bind", source, path]
     args += _tmp(view.tmp_bytes)
     for path in view.read_only:
-        args += [*_parents(path, made), "--ro-bind", path, path]
+        if not _under_system(path):  # already shown, read-only (binding again can fail)
+            args += [*_parents(path, made), "--ro-bind", path, path]
     for path in view.writable:
         args += [*_parents(path, made), "--bind", path, path]
     for device in gpu_devices(view.gpus):
@@ -105,6 +106,10 @@ def drop_rights(uid: int) -> list[str]:
         "--no-new-privs",
         "--",
     ]
+
+
+def _under_system(path: str) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS)
 
 
 def _parents(path: str, made: set[str]) -> list[str]:
