@@ -27,6 +27,8 @@ def test_a_view_shows_only_what_it_is_given_and_drops_every_right() -> None:
     assert ("/srv/jobs/j/results", "/srv/jobs/j/results") in pairs(argv, "--bind")
     assert all(dest != "/usr/local/cuda" for _src, dest in pairs(argv, "--ro-bind"))
     assert {"--unshare-pid", "--unshare-ipc", "--die-with-parent"} <= set(argv)
+    tmpfs = [argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs"]
+    assert tmpfs == ["/tmp", "/dev/shm"]  # private, and writable by the job's uid
     tail = argv[argv.index("--") + 1 :]
     assert tail[1:6] == [
         "--reuid=1500000001",

@@ -161,6 +161,7 @@ def test_limits_hold_and_nothing_outlives_its_job(platform: Server) -> None:
         "def spin():\n"
         "    end = time.time() + 2.0\n"
         "    while time.time() < end: pass\n"
+        "multiprocessing.Lock()  # POSIX semaphores work: /dev/shm is the learner's own\n"
         "procs = [multiprocessing.Process(target=spin) for _ in range(2)]\n"
         "start = time.time()\n"
         "[p.start() for p in procs]; [p.join() for p in procs]\n"

@@ -82,7 +82,9 @@ def command(view: View, argv: list[str], *, bwrap: str = "bwrap") -> list[str]:
     made: set[str] = set()
     for path, source in view.files.items():
         args += [*_parents(path, made), "--ro-bind", source, path]
-    args += _tmp(view.tmp_bytes)
+    args += _tmp("/tmp", view.tmp_bytes)
+    # POSIX shared memory and semaphores (multiprocessing locks, data-loader workers)
+    args += _tmp("/dev/shm", view.tmp_bytes)
     for path in view.read_only:
         if not _under_system(path):  # already shown, read-only (binding again can fail)
             args += [*_parents(path, made), "--ro-bind", path, path]
@@ -138,11 +140,12 @@ def _root_entry(name: str) -> list[str]:
     return []
 
 
-def _tmp(size: int | None) -> list[str]:
+def _tmp(path: str, size: int | None) -> list[str]:
+    """A private tmpfs that everyone in the view may write (its pages count to its cgroup)."""
     args = ["--perms", "1777"]
     if size:
         args += ["--size", str(size)]
-    return [*args, "--tmpfs", "/tmp"]
+    return [*args, "--tmpfs", path]
 
 
 def gpu_devices(gpus: list[int]) -> list[str]:
