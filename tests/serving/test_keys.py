@@ -303,3 +303,44 @@ def test_api_errors_tell_no_server_path(server: Server, model_zip: bytes) -> Non
     assert "deployment 'nowhere'" in caught.value.message
     assert str(server.home) not in caught.value.message
     assert "/" not in caught.value.message
+
+
+def test_an_unconfined_gateway_is_restarted_confined(tmp_path: Path, model_zip: bytes) -> None:
+    """A deployment made while replicas ran unconfined (LOOM_ISOLATION=off) gets a new gateway
+    when the platform next starts with the sandbox: no replica stays unconfined."""
+    home = tmp_path / "home"
+    before = Server(home, LOOM_ISOLATION="off").start()
+    try:
+        with before.client() as client:
+            register(client, model_zip)
+            client.deploy("legacy", "digits")
+            found = wait_for(client, "legacy", lambda d: d["replicas"]["ready"] == 1)
+        assert psutil.Process(found["replica_list"][0]["pid"]).name() != "bwrap"
+    finally:
+        before.stop()
+    after = Server(home).start()
+    try:
+        with after.client() as client:
+            if not client.capacity()["isolation"]["confined"]:
+                pytest.skip("this machine cannot sandbox (needs root and bubblewrap)")
+            found = wait_for(
+                client,
+                "legacy",
+                lambda d: (
+                    d["replicas"]["ready"] == 1
+                    and psutil.Process(d["replica_list"][0]["pid"]).name() == "bwrap"
+                ),
+            )
+            assert infer(found["urls"]["v2_infer"], after.admin_token).status_code == 200
+    finally:
+        after.stop()
+        stop_deployments(home)
+
+
+def _confined(view: dict[str, Any]) -> bool:
+    """The deployment has a ready replica, started through the sandbox."""
+    try:
+        ready = view["replicas"]["ready"] == 1
+        return ready and psutil.Process(view["replica_list"][0]["pid"]).name() == "bwrap"
+    except (psutil.Error, IndexError, KeyError):
+        return False

@@ -393,7 +393,7 @@ class Deployments:
     # -- supervision -------------------------------------------------------------------------
     def start(self) -> None:
         """Start gateways that are not running, then keep them running."""
-        self._restart_for_tls()
+        self._restart_if_changed()
         self.supervise()
         self._thread = threading.Thread(target=self._loop, name="loom-deployments", daemon=True)
         self._thread.start()
@@ -432,9 +432,10 @@ class Deployments:
                 except Exception as exc:
                     log.warning("deployment %s could not be started: %s", row.name, exc)
 
-    def _restart_for_tls(self) -> None:
-        """A gateway started before HTTPS was turned on or off (or given another certificate)
-        is stopped, to be started again as the platform now serves."""
+    def _restart_if_changed(self) -> None:
+        """A gateway started under other platform settings (the address it listens on, HTTPS,
+        or how its replicas are confined) is stopped, to be started again as the platform now
+        runs: after an upgrade or a change of settings no replica stays unconfined."""
         with self.db.session() as session:
             rows = list(session.scalars(select(Deployment)))
         for row in rows:
@@ -443,8 +444,8 @@ class Deployments:
             except (OSError, ValueError, TypeError):
                 continue
             wanted = self._spec(row)
-            if (had.certfile, had.keyfile) != (wanted.certfile, wanted.keyfile):
-                log.warning("deployment %s: restarting its gateway for the TLS settings", row.name)
+            if _platform_part(had) != _platform_part(wanted):
+                log.warning("deployment %s: restarting its gateway for new settings", row.name)
                 self._write_spec(row)
                 self._signal(row, signal.SIGTERM)
 
@@ -496,3 +497,8 @@ def _bindable(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _platform_part(spec: DeploymentSpec) -> tuple[object, ...]:
+    """What of a gateway's spec the platform's settings decide, rather than the deployment."""
+    return (spec.host, spec.certfile, spec.keyfile, spec.sandbox)
