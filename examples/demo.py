@@ -26,7 +26,7 @@ from loom.client.archive import zip_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "digits-pytorch"
-HOME = ROOT / ".loom-demo"
+HOME = Path(os.environ.get("LOOM_DEMO_HOME") or ROOT / ".loom-demo")
 
 
 def free_port() -> int:
@@ -75,6 +75,9 @@ def serve(loom: LoomClient) -> int:
     deployment = loom.wait_deployment("digits")
     url = deployment["urls"]["v2_infer"]
     print(f"== serving version {deployment['model_version']} at {url}", flush=True)
+    # The endpoint is private: a key made for this deployment (shown once) lets a client in.
+    key = loom.create_deployment_key("digits", "demo")["key"]
+    print("== made a deployment key; requests carry `Authorization: Bearer <key>`", flush=True)
     images, labels = test_images(12)
     request = {
         "inputs": [
@@ -87,7 +90,8 @@ def serve(loom: LoomClient) -> int:
         ]
     }
     try:
-        response = httpx.post(url, json=request, timeout=30)
+        headers = {"Authorization": f"Bearer {key}"}
+        response = httpx.post(url, json=request, headers=headers, timeout=30)
         response.raise_for_status()
         logits = response.json()["outputs"][0]
         rows = [logits["data"][i * 10 : (i + 1) * 10] for i in range(len(labels))]
