@@ -298,3 +298,31 @@ def test_credentials_are_stored_sealed_and_opened_only_to_launch(rig: Rig) -> No
     rig.manager.step()
     (launch,) = rig.launcher.launched.values()
     assert launch.secrets == {"s": {"password": "pw-1"}}
+
+
+def test_a_job_left_storing_is_finished_by_the_next_step(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the transaction that would complete a job fails (here: the database is busy once),
+    the job is not left STORING: the next step registers its model and completes it."""
+    registry = RecordingRegistry(rig)
+    rig.manager.registry = registry  # type: ignore[assignment]
+    job_id = rig.submit()
+    rig.manager.step()
+    (handle,) = rig.handles(job_id)
+    rig.launcher.finish(handle, {"state": "COMPLETED", "exit_code": 0})
+    real, calls = rig.manager._register, []
+
+    def busy_once(job: str) -> None:
+        calls.append(job)
+        if len(calls) == 1:
+            raise OSError("database is locked")
+        real(job)
+
+    monkeypatch.setattr(rig.manager, "_register", busy_once)
+    with pytest.raises(OSError):
+        rig.manager.step()
+    assert rig.state(job_id) == "STORING"
+    rig.manager.step()
+    assert rig.state(job_id) == "COMPLETED"
+    assert registry.seen == ["STORING"]

@@ -122,6 +122,7 @@ class LifecycleManager:
         with self._lock:
             with self._session() as session:
                 self._watch(session)
+                self._finish_storing(session)
                 batches = self._schedule(session)
             for job_id, launches in batches:
                 self._launch(job_id, launches)
@@ -451,6 +452,14 @@ class LifecycleManager:
                     self._apply(session, job, learner, self._as_report(job, learner, status))
             except Exception:
                 log.exception("following learner %s of %s failed", learner.learner_id, job.id)
+
+    def _finish_storing(self, session: Session) -> None:
+        """A job still STORING once its learners have all ended (its model's registration or
+        its last transition failed, e.g. on a busy database) is taken up again, as after a
+        crash: the registration is once per job, so retrying it is safe."""
+        for job in job_rows.jobs_in_states(session, [JobState.STORING.value]):
+            if job.id not in self._local.completed:
+                self._follow_learners(session, job)
 
     def _as_report(self, job: Job, learner: Learner, status: LearnerStatus) -> dict[str, Any]:
         if status.liveness in (Liveness.RUNNING, Liveness.EXITED) and status.report:
