@@ -20,6 +20,38 @@ from loom.client import ClientError, LoomClient
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# `make test` runs the API, store, lifecycle and TDS tests a second time with LOOM_TEST_DB=postgres:
+# each platform then keeps its state in its own database on one throw-away PostgreSQL server.
+ON_POSTGRES = os.environ.get("LOOM_TEST_DB", "sqlite") == "postgres"
+sqlite_only = pytest.mark.skipif(ON_POSTGRES, reason="reads SQLite's own files")
+_postgres: list[Any] = []
+_databases: dict[str, str] = {}
+
+
+def postgres_server() -> Any:
+    """The session's throw-away PostgreSQL server (`tools.pgtemp.TempPostgres`), started once."""
+    if not _postgres:
+        from tools.pgtemp import TempPostgres
+
+        _postgres.append(TempPostgres().start())
+    return _postgres[0]
+
+
+def database_url(home: Path) -> str:
+    """The database of the platform whose home is `home`: SQLite inside it, or on the PostgreSQL
+    run a database of its own (the same one each time, so a restarted platform finds its state)."""
+    if not ON_POSTGRES:
+        return f"sqlite:///{home / 'loom.db'}"
+    key = str(home.resolve())
+    if key not in _databases:
+        _databases[key] = postgres_server().create_database()
+    return _databases[key]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for server in _postgres:
+        server.stop()
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -60,6 +92,8 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         # Host folders a test makes beside the home may be data stores.
         shared = {"LOOM_HOST_MOUNT_ROOTS": str(home.parent)}
+        if ON_POSTGRES:
+            shared["LOOM_DATABASE_URL"] = database_url(home)
         self.env = {**os.environ, "LOOM_HOME": str(home), **shared, **env}
         self.env.pop("LOOM_TOKEN", None)
         self.env.pop("LOOM_URL", None)
@@ -86,6 +120,10 @@ class Server:
                     raise RuntimeError(f"server exited: {self.log.read_text()}") from None
                 time.sleep(0.1)
         raise RuntimeError("server did not start")
+
+    @property
+    def database_url(self) -> str:
+        return str(self.env.get("LOOM_DATABASE_URL") or database_url(self.home))
 
     @property
     def admin_token(self) -> str:

@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     )
     database_url: str | None = Field(default=None, description="default: SQLite under home")
     admin_token: SecretStr | None = None
+    metrics_public: bool = Field(
+        default=False,
+        description="serve /metrics to anyone (a scraper on a trusted network); default: admins",
+    )
     launcher: Literal["local", "fake"] = "local"
     artifact_url: str | None = Field(
         default=None, description="fsspec URL of the artifact store, e.g. s3://bucket/loom"
@@ -65,6 +69,16 @@ class Settings(BaseSettings):
         default="127.0.0.1", description="where deployments listen (0.0.0.0: every address)"
     )
     watchdog_interval_s: float = Field(default=2.0, gt=0)
+    server_id: str | None = Field(
+        default=None,
+        max_length=200,
+        description="this API server among several on one database; default: host:port",
+    )
+    leader_ttl_s: float = Field(
+        default=10.0,
+        ge=1.0,
+        description="the lifecycle lease: another server takes over this long after a crash",
+    )
     learner_retry_s: float = Field(
         default=600.0, description="how long a learner keeps resending to an unreachable API"
     )

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from loom.client import LoomClient
-from tests.conftest import Server, make_zip, manifest, wait_for_state
+from loom.store import users as user_rows
+from loom.store.db import Database
+from tests.conftest import (
+    Server,
+    eventually,
+    make_zip,
+    manifest,
+    processes_with,
+    wait_for_state,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -182,3 +191,19 @@ def test_resume_only_from_halted(server: Server, tmp_path: Path) -> None:
             client.resume(job_id)
     assert caught.value.status == 409
     assert "only a halted job resumes" in caught.value.message
+
+
+def test_a_learner_whose_token_is_revoked_stops(server: Server) -> None:
+    """Its attempt was superseded (a new leader started the job again) or the job is gone:
+    nobody will hear from it again, so it stops rather than compute for nothing."""
+    script = f"revoked_{time.time_ns()}.py"  # its name is how the test finds its process
+    looper = "import time\nwhile True:\n    print('x', flush=True)\n    time.sleep(0.2)\n"
+    with server.client() as client:
+        job_id = client.submit(manifest(f"python {script}"), make_zip({script: looper}))
+        wait_for_state(client, job_id, {"PROCESSING"})
+        eventually(lambda: processes_with(script.encode()))
+        db = Database(server.database_url)
+        with db.session() as session:
+            user_rows.revoke_job_tokens(session, job_id)
+        db.close()
+        eventually(lambda: not processes_with(script.encode()), timeout=30)

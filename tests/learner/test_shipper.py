@@ -67,3 +67,43 @@ def test_torn_spool_line_is_skipped(tmp_path: Path) -> None:
     spool = tmp_path / "spool.jsonl"
     spool.write_text('{"seq": 1, "text": "a"}\n{"seq": 2, "te')
     assert read_spool(spool) == [{"seq": 1, "text": "a"}]
+
+
+class Refusing(BaseHTTPRequestHandler):
+    """Answers 401, as the API does to a revoked token."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(401)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_a_refused_token_is_noticed() -> None:
+    server, url = serve(Refusing)
+    api = Api(url, "t", None)
+    assert api.post("/x", {"a": 1}) is True  # final: not worth sending again
+    assert api.refused
+    server.shutdown()
+
+
+def test_the_next_server_is_tried_when_one_is_gone() -> None:
+    """Several API servers: a post that fails on one goes to the next on the list."""
+    FlakyApi.failures, FlakyApi.accepted = 0, []
+    server, url = serve(FlakyApi)
+    gone = "http://127.0.0.1:9"
+    api = Api(gone, "t", None, urls=[gone, url])
+    assert api.post("/x", {"a": 1}) is False  # the first is down
+    assert api.post("/x", {"a": 2}) is True  # the second took it
+    assert FlakyApi.accepted == [{"a": 2}] and not api.refused
+    server.shutdown()

@@ -20,14 +20,14 @@ from loom.store.secret_keys import SecretKeys
 from loom.store.tables import User
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
-from tests.conftest import make_zip, manifest
+from tests.conftest import database_url, make_zip, manifest
 
 GIB = 2**30
 
 
 class Rig:
     def __init__(self, tmp: Path, launcher: FakeLauncher) -> None:
-        self.settings = Settings(home=tmp)
+        self.settings = Settings(home=tmp, database_url=database_url(tmp))
         self.db = Database(self.settings.db_url)
         migrate(self.db.engine)
         self.launcher = launcher
@@ -326,3 +326,22 @@ def test_a_job_left_storing_is_finished_by_the_next_step(
     rig.manager.step()
     assert rig.state(job_id) == "COMPLETED"
     assert registry.seen == ["STORING"]
+
+
+def test_queue_wait_counts_from_the_last_time_a_job_was_queued(rig: Rig) -> None:
+    """A job queued long ago, halted, then resumed waits from its resumption: the queue wait is
+    observed each time it leaves the queue, and the admission and the scheduler pass counted."""
+    job_id = rig.submit()
+    with rig.db.session() as session:
+        (submitted,) = job_rows.history(session, job_id)
+        submitted.at -= 1000  # submitted 1000 s ago
+    rig.manager.halt(job_id)
+    rig.manager.resume(job_id)
+    rig.manager.step()
+    assert rig.state(job_id) == "PENDING"
+    sample = rig.manager.platform_metrics.registry.get_sample_value
+    assert sample("loom_queue_wait_seconds_count") == 2  # halted, then admitted
+    assert 1000 <= (sample("loom_queue_wait_seconds_sum") or 0) < 1060
+    assert sample("loom_queue_wait_seconds_bucket", {"le": "0.5"}) == 1  # the second wait
+    assert sample("loom_admissions_total") == 1
+    assert sample("loom_scheduler_pass_seconds_count") == 1

@@ -138,7 +138,7 @@ def test_the_owners_tokens_are_followed(
     eventually(lambda: infer(url, made["token"]).status_code == 401)
     expiring = client.create_token("short")
     eventually(lambda: infer(url, expiring["token"]).status_code == 200)
-    db = Database(f"sqlite:///{server.home / 'loom.db'}")
+    db = Database(server.database_url)
     with db.session() as session:  # its time runs out (the API offers no lifetime this short)
         session.get_one(Token, hash_token(expiring["token"])).expires_at = time.time()
     db.close()

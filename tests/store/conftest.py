@@ -1,4 +1,4 @@
-"""A migrated SQLite database for the store's tests."""
+"""A migrated database for the store's tests: SQLite, or PostgreSQL on its run."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from loom.store.db import Database, migrate
+from tests.conftest import database_url
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    found = Database(f"sqlite:///{tmp_path / 'loom.db'}")
+    found = Database(database_url(tmp_path))
     migrate(found.engine)
     yield found
     found.close()

@@ -16,6 +16,7 @@ from loom.store import users as user_rows
 from loom.store.db import Database
 from loom.store.secret_keys import SecretKeys, load_keys
 from loom.store.tables import Job, JobSecret
+from tests.conftest import sqlite_only
 
 CREDENTIALS = {"data_stores": {"0": {"password": "pw-789"}}}
 
@@ -135,6 +136,7 @@ def test_malformed_environment_key_is_named_not_shown(
     assert "not-a-key" not in caught.value.message
 
 
+@sqlite_only
 def test_older_jobs_are_redacted_and_sealed(db: Database, tmp_path: Path) -> None:
     """A job stored with clear credentials is redacted and sealed at start; its bytes are gone."""
     manifest = {

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loom.domain.errors import InvalidInput
+from loom.observability import PlatformMetrics
 from loom.store import jobs as job_rows
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
@@ -14,20 +16,21 @@ from loom.store.tables import Job
 from loom.tds.logs import LogQuery, LogService
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
+from tests.conftest import database_url
 
 
-def database(tmp_path: Path) -> Database:
-    """A migrated SQLite database holding one user's job, `training-1`."""
-    db = Database(f"sqlite:///{tmp_path / 'loom.db'}")
+def database(tmp_path: Path, url: str | None = None, **job: Any) -> Database:
+    """A migrated database (at `url`, else this run's kind) holding one user's job,
+    `training-1` unless `job` says otherwise."""
+    db = Database(url or database_url(tmp_path))
     migrate(db.engine)
+    fields = {"id": "training-1", "state": "QUEUED", "learners": 1, **job}
     with db.session() as session:
         user = user_rows.add_user(session, "ada")
         job_rows.add_job(
             session,
-            Job(
-                id="training-1", owner_id=user.id, name="t", state="QUEUED", manifest="{}",
-                code_digest="x", learners=1, cpus=1, memory=1, gpus=0, submitted_at=0.0,
-            ),
+            Job(owner_id=user.id, name="t", manifest="{}", code_digest="x", cpus=1, memory=1,
+                gpus=0, submitted_at=0.0, **fields),
         )  # fmt: skip
     return db
 
@@ -50,6 +53,16 @@ def test_resent_lines_are_stored_once(service: LogService) -> None:
     TrainingData(service.db, service.signals).ingest("training-1", 1, 1, lines(1, 10), [])
     TrainingData(service.db, service.signals).ingest("training-1", 1, 1, lines(5, 15), [])
     assert texts(service, pagesize=100) == [f"line {i}" for i in range(1, 16)]
+
+
+def test_ingested_lines_are_counted_once(service: LogService) -> None:
+    """`loom_ingested_lines_total` counts lines stored, not lines sent: a resend adds only
+    what is new."""
+    observed = PlatformMetrics()
+    tds = TrainingData(service.db, service.signals, platform_metrics=observed)
+    tds.ingest("training-1", 1, 1, lines(1, 10), [])
+    tds.ingest("training-1", 1, 1, lines(5, 15), [])
+    assert observed.registry.get_sample_value("loom_ingested_lines_total") == 15
 
 
 def test_pages(service: LogService) -> None:

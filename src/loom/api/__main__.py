@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import uvicorn
+from sqlalchemy.engine import make_url
 
 from loom.api.app import create_app
 from loom.domain.errors import LoomError
@@ -51,6 +52,10 @@ def main() -> None:
     server = {"url": url, "pid": os.getpid()}
     write_private(settings.home_dir / "server.json", json.dumps(server).encode())
     print(f"Loom is running at {url} (state in {settings.home_dir})", flush=True)
+    if settings.database_url is not None:
+        shown = make_url(settings.database_url).render_as_string(hide_password=True)
+        server_id = app.state.platform.leadership.server_id
+        print(f"Database {shown}; this is server {server_id} of those using it", flush=True)
     isolation = app.state.platform.isolation
     if isolation.confined:
         print(f"Jobs and serving replicas are sandboxed: {isolation.description}", flush=True)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from functools import partial
 
 from fastapi import FastAPI
 
 import loom
-from loom.api import errors
+from loom.api import errors, openapi
 from loom.api.limits import BodyLimit
 from loom.api.platform import Platform, build_platform
 from loom.api.ratelimit import RateLimits
+from loom.api.request_timing import RequestTiming
 from loom.api.routers import (
     admin,
     audit,
@@ -22,6 +23,7 @@ from loom.api.routers import (
     logs,
     metrics,
     models,
+    operations,
     tokens,
     users,
 )
@@ -54,13 +56,14 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
         max_bytes=settings.max_upload_mb * 2**20,
         json_bytes=min(settings.max_json_mb, settings.max_upload_mb) * 2**20,
     )
+    app.add_middleware(RequestTiming, platform_metrics=platform.platform_metrics)
     app.state.rate_limits = RateLimits(settings)
+    platform.platform_metrics.read_at_scrape(
+        partial(operations.jobs_by_state, platform.db), platform.leader_status
+    )
     routers = (jobs, logs, metrics, models, deployments, users, learner, admin, tokens, audit)
-    for router in (module.router for module in routers):
+    for router in (module.router for module in (operations, *routers)):
         app.include_router(router)
 
-    @app.get("/health", tags=["health"])
-    def health() -> dict[str, Any]:
-        return {"status": "ok", "version": loom.__version__}
-
+    openapi.install(app)
     return app

@@ -67,14 +67,28 @@ def _headers(exc: LoomError) -> dict[str, str] | None:
 def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
     message = f"{where}: {first.get('msg')}, got {first.get('input')!r}"
     return JSONResponse(error_body(message, field=where), 400)
 
 
-def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+def _allowed(request: Request) -> str:
+    """Every method some route serves at this path: Starlette names only the first route's."""
+    path = request.url.path
+    methods: set[str] = set()
+    for route in request.app.routes:
+        regex, route_methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and route_methods and regex.match(path):
+            methods |= route_methods
+    return ", ".join(sorted(methods))
+
+
+def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return JSONResponse(error_body(str(exc.detail)), exc.status_code, headers=exc.headers)
+    headers = exc.headers
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": _allowed(request)}
+    return JSONResponse(error_body(str(exc.detail)), exc.status_code, headers=headers)
 
 
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import logging
+import socket
 from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
 
 from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
 from loom.launchers.base import Launcher
 from loom.launchers.confinement import SandboxPolicy
 from loom.lifecycle.isolation import Isolation, decide, sandbox_policy
+from loom.lifecycle.leadership import Leadership
 from loom.lifecycle.manager import LifecycleManager
+from loom.observability import PlatformMetrics
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
 from loom.serving.spec import Tls
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
-from loom.store import sealed
+from loom.store import leases, sealed
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
 from loom.store.private import create_private, tighten, write_private
@@ -26,6 +32,14 @@ from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
 ADMIN = "admin"
+WAKE_LIFECYCLE = "*lifecycle"  # not a job id: job ids have no `*`
+
+
+def live_servers(session: Session, own: str) -> list[str]:
+    """Where learners may ship: this server first, then every other one alive."""
+    return list(dict.fromkeys([own, *leases.live_servers(session)]))
+
+
 log = logging.getLogger("loom.api")
 
 
@@ -40,15 +54,19 @@ class Platform:
     deployments: Deployments
     keys: SecretKeys
     isolation: Isolation
+    leadership: Leadership
+    platform_metrics: PlatformMetrics
     retention: Retention | None = None
+    channel: Any = None  # store.notify.PgChannel on PostgreSQL
 
     @property
     def signals(self) -> JobSignals:
         return self.tds.signals
 
     def start(self) -> None:
-        self.lifecycle.start()
-        self.deployments.start()
+        if self.channel is not None:
+            self.channel.start()
+        self.leadership.start()
         if self.retention is not None:
             self.retention.start()
 
@@ -56,9 +74,32 @@ class Platform:
         """Stop the platform's threads; learners and deployments go on running."""
         if self.retention is not None:
             self.retention.stop()
-        self.deployments.stop()
+        self.leadership.stop()
         self.lifecycle.stop()
+        if self.channel is not None:
+            self.channel.close()
         self.db.close()
+
+    def leader_status(self) -> tuple[str, bool]:
+        """This server's id, and whether it runs the lifecycle now."""
+        return self.leadership.server_id, self.leadership.leading
+
+    # Only the leader launches and watches jobs and supervises deployments' gateways.
+    def _lead(self) -> None:
+        self.lifecycle.start()
+        self.deployments.start()
+
+    def _step_down(self) -> None:
+        self.deployments.stop()
+        self.lifecycle.step_down()
+
+    def _heard(self, payload: str) -> None:
+        """A message from a server on the database (this one too): wake whom it concerns."""
+        if payload == WAKE_LIFECYCLE:
+            if self.leadership.leading:
+                self.lifecycle.wake_here()
+        else:
+            self.signals.wake(payload)
 
 
 def make_launcher(settings: Settings, sandbox: SandboxPolicy) -> Launcher:
@@ -98,15 +139,41 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     artifacts = ArtifactStore(
         settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
     )
-    tds = TrainingData(db, JobSignals(), settings.max_log_lines, settings.max_metric_points)
+    observed = PlatformMetrics()
+    tds = TrainingData(
+        db, JobSignals(), settings.max_log_lines, settings.max_metric_points, observed
+    )
     registry = ModelRegistry(db, artifacts)
     launcher = launcher or make_launcher(settings, policy)
-    lifecycle = LifecycleManager(settings, db, launcher, artifacts, tds, keys, registry)
+    lifecycle = LifecycleManager(settings, db, launcher, artifacts, tds, keys, registry, observed)
     tls = Tls(*(str(path) for path in settings.tls)) if settings.tls else None
     deployments = Deployments(db, registry, home, settings.serving_host, tls, policy)
-    platform = Platform(
-        settings, db, artifacts, tds, registry, lifecycle, deployments, keys, isolation
+    server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
+    leadership = Leadership(
+        db, server_id, settings.api_url, settings.leader_ttl_s, lambda: None, lambda: None
     )
+    platform = Platform(
+        settings,
+        db,
+        artifacts,
+        tds,
+        registry,
+        lifecycle,
+        deployments,
+        keys,
+        isolation,
+        leadership,
+        observed,
+    )
+    leadership.on_gain, leadership.on_loss = platform._lead, platform._step_down
+    lifecycle.fence = leadership.fence
+    lifecycle.api_urls = lambda session: live_servers(session, settings.api_url)
+    if db.dialect == "postgresql":
+        from loom.store.notify import PgChannel
+
+        platform.channel = PgChannel(settings.db_url, platform._heard)
+        tds.signals.broadcast = platform.channel.send
+        lifecycle.on_wake = lambda: platform.channel.send(WAKE_LIFECYCLE)
     if settings.log_retention_days is not None:
         platform.retention = Retention(
             tds, settings.log_retention_days, settings.retention_interval_s

@@ -25,7 +25,7 @@ class Created(BaseModel):
 class JobAction(BaseModel):
     """`{"action": "halt"}` or `{"action": "resume"}`; FfDL's `{"status": "halt"}` too."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     action: Literal["halt", "resume"] | None = None
     status: Literal["halt"] | None = None
 
@@ -33,7 +33,7 @@ class JobAction(BaseModel):
 class QuotaIn(BaseModel):
     """A user's limits on their running jobs; null is the platform's default."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     cpus: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
     gpus: int | None = Field(default=None, ge=0, le=100_000)
     jobs: int | None = Field(default=None, ge=0, le=1_000_000)
@@ -41,12 +41,12 @@ class QuotaIn(BaseModel):
 
 
 class UserChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     quota: QuotaIn
 
 
 class UserCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
     admin: bool = False
 
@@ -54,7 +54,7 @@ class UserCreate(BaseModel):
 class TokenCreate(BaseModel):
     """A new token of one's own: a name to know it by, and a lifetime up to the platform's."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(default="", max_length=100)
     ttl_days: float | None = Field(default=None, gt=0, le=36_500, allow_inf_nan=False)
 
@@ -72,7 +72,7 @@ class LearnerStatusIn(BaseModel):
 
 
 class LogLineIn(BaseModel):
-    seq: int = Field(ge=1, lt=2**63)
+    seq: int = Field(ge=1, le=2**53)  # an integer JSON carries exactly
     time: float
     stream: str = "stdout"
     text: str

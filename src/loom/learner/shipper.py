@@ -39,9 +39,17 @@ class Api:
     """
 
     def __init__(
-        self, url: str, token: str, server_file: Path | None, ca: str | None = None
+        self,
+        url: str,
+        token: str,
+        server_file: Path | None,
+        ca: str | None = None,
+        urls: list[str] | None = None,
     ) -> None:
         self.url = url
+        # Several API servers on one database: when one goes away, the next one is tried.
+        self._urls = [u for u in urls or [] if u]
+        self.refused = False
         self._token = token
         self._ca = ca
         self._server_file = server_file
@@ -80,6 +88,10 @@ class Api:
     def _rediscover(self) -> None:
         """After a failure: the platform may have come back on another address."""
         self.close()
+        if len(self._urls) > 1:
+            at = self._urls.index(self.url) if self.url in self._urls else -1
+            self.url = self._urls[(at + 1) % len(self._urls)]
+            return
         if self._server_file is None:
             return
         with contextlib.suppress(OSError, ValueError, KeyError):
@@ -109,6 +121,8 @@ class Api:
             return False
         if closing:
             self.close()
+        if status == 401:  # this attempt's token was revoked: the job was started again, or gone
+            self.refused = True
         # A server error or throttling is worth another try; any other answer is final.
         return status < 500 and status != 429
 

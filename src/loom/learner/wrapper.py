@@ -55,7 +55,8 @@ class Learner:
         self.status_file = Path(spec["status_file"])
         home = spec.get("home")
         server_file = Path(home) / "server.json" if home else None
-        api = Api(spec["api_url"], token, server_file, spec.get("api_ca"))
+        api = Api(spec["api_url"], token, server_file, spec.get("api_ca"), spec.get("api_urls"))
+        self.api = api
         base = f"/v1/learner/jobs/{spec['job_id']}/learners/{spec['learner_id']}"
         metrics = spec.get("metrics")
         self.shipper = Shipper(
@@ -244,6 +245,8 @@ class Learner:
                 self._collect(final=False)
             if tick % 8 == 0:
                 self._check_storage()
+            if self.api.refused and not self.halting:  # nobody may hear of this attempt again
+                self.halt(0.0)
         self._collect(final=True)
 
     def _check_storage(self) -> None:

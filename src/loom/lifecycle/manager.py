@@ -13,7 +13,7 @@ import secrets
 import string
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,6 +43,7 @@ from loom.lifecycle.workspace import (
     new_gang,
     store_secrets,
 )
+from loom.observability import PlatformMetrics
 from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
@@ -73,8 +74,10 @@ class LifecycleManager:
         tds: TrainingData,
         keys: SecretKeys,
         registry: ModelRegistry | None = None,
+        platform_metrics: PlatformMetrics | None = None,
     ) -> None:
         self.settings = settings
+        self.platform_metrics = platform_metrics or PlatformMetrics()
         self.keys = keys  # seals jobs' credentials
         self.db = db
         self.launcher = launcher
@@ -89,21 +92,39 @@ class LifecycleManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._local = threading.local()
+        # With several servers on one database (`lifecycle.leadership`): whether this one may
+        # still act as the leader, checked in the step's transaction, and how to wake the leader.
+        self.fence: Callable[[Session], bool] = lambda _session: True
+        self.on_wake: Callable[[], None] | None = None
+        self.api_urls: Callable[[Session], list[str]] = lambda _session: []
 
     # -- running -----------------------------------------------------------------------------
     def start(self) -> None:
+        """Lead: find the unfinished jobs' learners again, then run the loop."""
+        self._stop.clear()
         self.reconcile()
         self._thread = threading.Thread(target=self._loop, name="lifecycle", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def step_down(self) -> None:
+        """Stop the loop; learners go on running, and the API still takes requests."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+            self._thread = None
+
+    def stop(self) -> None:
+        self.step_down()
         self.launcher.close()
 
     def wake(self) -> None:
+        """Something changed: run a step soon, on whichever server leads."""
+        self._wake.set()
+        if self.on_wake is not None:
+            self.on_wake()
+
+    def wake_here(self) -> None:
         self._wake.set()
 
     def _loop(self) -> None:
@@ -121,11 +142,21 @@ class LifecycleManager:
         """Follow running jobs, then start what fits."""
         with self._lock:
             with self._session() as session:
+                if not self.fence(session):
+                    return
                 self._watch(session)
                 self._finish_storing(session)
-                batches = self._schedule(session)
+                with self.platform_metrics.scheduler_pass.time():
+                    batches = self._schedule(session)
+            self.platform_metrics.admissions.inc(len(batches))
             for job_id, launches in batches:
+                if not self._still_leading():  # the new leader finds them unstarted, and queues
+                    return
                 self._launch(job_id, launches)
+
+    def _still_leading(self) -> bool:
+        with self.db.session() as session:
+            return self.fence(session)
 
     def reconcile(self) -> None:
         """After a restart: find every unfinished job's learners again, or queue it again."""
@@ -308,6 +339,8 @@ class LifecycleManager:
     ) -> bool:
         if not can_transition(JobState(job.state), new):
             return False
+        if job.state == JobState.QUEUED.value:
+            self.platform_metrics.queue_wait.observe(self._queued_for(session, job))
         job.state = new.value
         if message:
             job.status_message = message
@@ -323,6 +356,13 @@ class LifecycleManager:
         job_rows.record_event(session, job, new.value, message)
         self._local.changed.add(job.id)
         return True
+
+    def _queued_for(self, session: Session, job: Job) -> float:
+        """Seconds since the job last entered QUEUED (submitted, resumed or queued again)."""
+        events = job_rows.history(session, job.id)
+        queued = [e.at for e in events if e.state == JobState.QUEUED.value]
+        since = max(queued, default=job.submitted_at)
+        return max(0.0, time.time() - since)
 
     def _apply(self, session: Session, job: Job, learner: Learner, report: dict[str, Any]) -> None:
         try:
@@ -540,6 +580,7 @@ class LifecycleManager:
         devices = allocate_devices(free, job.gpus, job.learners)
         taken |= {d for ds in devices for d in ds}
         secrets = store_secrets(manifest)
+        api_urls = self.api_urls(session)
         launches, rows = [], []
         for n in range(1, job.learners + 1):
             handle = str(workspace.learner_dir(job.attempt, n))
@@ -558,6 +599,8 @@ class LifecycleManager:
                 gang=gang,
                 devices=devices[n - 1],
             )
+            if api_urls:  # every server on the database: the wrapper ships to any that answers
+                spec["api_urls"] = api_urls
             launches.append(LearnerLaunch(handle=handle, spec=spec, token=token, secrets=secrets))
             rows.append(
                 Learner(

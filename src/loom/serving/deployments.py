@@ -392,7 +392,8 @@ class Deployments:
 
     # -- supervision -------------------------------------------------------------------------
     def start(self) -> None:
-        """Start gateways that are not running, then keep them running."""
+        """Start gateways that are not running, then keep them running (again after a stop)."""
+        self._stop.clear()
         self._restart_if_changed()
         self.supervise()
         self._thread = threading.Thread(target=self._loop, name="loom-deployments", daemon=True)

@@ -41,6 +41,21 @@ def insert_ignoring_duplicates(
     return inserted if inserted >= 0 else len(rows)
 
 
+# The first key of the advisory locks that order a job's ingestion (the second is the job's hash).
+_STREAM_LOCK = 7301
+
+
+def lock_job_stream(session: Session, job_id: str) -> None:
+    """Until this transaction ends, no other one stores lines or points of this job.
+
+    So a job's row ids are handed out and committed in order, and a follower that reads "after
+    id N" can never miss a row that takes a smaller id but commits later. SQLite has one writer
+    at a time already; PostgreSQL's sequences would otherwise commit out of order."""
+    if session.get_bind().dialect.name == "postgresql":
+        statement = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+        session.connection().exec_driver_sql(statement, (_STREAM_LOCK, job_id))
+
+
 def insert_lines(session: Session, rows: Sequence[Row]) -> int:
     """Insert lines (tuples in `LINE_COLUMNS` order); lines already stored are skipped."""
     return insert_ignoring_duplicates(session, LogLine.__tablename__, LINE_COLUMNS, rows)

@@ -271,3 +271,16 @@ class AuditEvent(Base):
     target_id: Mapped[str] = mapped_column(String(200))
     detail: Mapped[dict[str, Any]] = mapped_column(JSON)
     client: Mapped[str] = mapped_column(String(100), default="")
+
+
+class Lease(Base):
+    """A lease one server holds for a while (`lifecycle`: who launches and watches jobs). `term`
+    grows at every change of holder: work done under an older term is refused (fencing)."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    term: Mapped[int] = mapped_column(BigInteger)
+    acquired_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)

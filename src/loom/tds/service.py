@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from loom.observability import PlatformMetrics
 from loom.store import logs as log_rows
 from loom.store import metrics as metric_rows
 from loom.store.db import Database
@@ -24,8 +25,10 @@ class TrainingData:
         signals: JobSignals,
         max_lines: int | None = None,
         max_points: int | None = None,
+        platform_metrics: PlatformMetrics | None = None,
     ) -> None:
         self.db = db
+        self.platform_metrics = platform_metrics or PlatformMetrics()
         self.signals = signals
         self.logs = LogService(db, signals)
         self.metrics = MetricService(db, signals)
@@ -56,13 +59,16 @@ class TrainingData:
         self, session: Session, job_id: str, lines: Sequence[Row], points: Sequence[Row]
     ) -> None:
         """Insert what fits under the job's caps; say once in its log where each was cut."""
+        log_rows.lock_job_stream(session, job_id)
         kept_lines = self.line_cap.admit(session, job_id, lines)
         kept_points = self.point_cap.admit(session, job_id, points)
         try:
             inserted = log_rows.insert_lines(session, kept_lines)
             self.line_cap.settle(job_id, len(kept_lines), inserted)
+            self.platform_metrics.ingested_lines.inc(inserted)
             inserted = metric_rows.insert_points(session, kept_points)
             self.point_cap.settle(job_id, len(kept_points), inserted)
+            self.platform_metrics.ingested_points.inc(inserted)
         except BaseException:
             self.line_cap.forget(job_id)  # counted again from what the store holds
             self.point_cap.forget(job_id)

@@ -5,18 +5,27 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 
 
 class JobSignals:
-    """`notify(job)` from any thread wakes every `wait(job)` on any event loop."""
+    """`notify(job)` from any thread wakes every `wait(job)` on any event loop. With a
+    `broadcast` (several servers on one PostgreSQL), it goes to every server instead, each of
+    which calls `wake(job)`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = (
             defaultdict(set)
         )
+        self.broadcast: Callable[[str], None] | None = None
 
     def notify(self, job_id: str) -> None:
+        self.wake(job_id)  # here at once; other servers when the broadcast reaches them
+        if self.broadcast is not None:
+            self.broadcast(job_id)
+
+    def wake(self, job_id: str) -> None:
         with self._lock:
             waiters = list(self._waiters.get(job_id, ()))
         for loop, event in waiters:

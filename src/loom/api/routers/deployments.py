@@ -23,7 +23,7 @@ Replicas = Annotated[int, Field(ge=0, le=64)]
 
 
 class ScalingIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     min_replicas: Replicas | None = None
     max_replicas: Annotated[int, Field(ge=1, le=64)] | None = None
@@ -53,7 +53,7 @@ class DeploymentPatch(ScalingIn):
 
 
 class KeyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Annotated[str, Field(min_length=1, max_length=100)] = "key"
 

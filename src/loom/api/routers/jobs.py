@@ -16,6 +16,7 @@ from starlette.datastructures import UploadFile
 from loom.api.accounts import listing_owner, owner_names
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep, owned_job
+from loom.api.openapi import ZIP
 from loom.api.schemas import Created, JobAction, job_detail, job_summary
 from loom.domain.accounts import check_priority
 from loom.domain.errors import ArchiveError, InvalidInput, ManifestError, PayloadTooLarge
@@ -28,6 +29,29 @@ from loom.store import jobs as job_rows
 from loom.store.tables import User
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+# The body is read by hand (size limits before parsing), so its shape is declared here.
+_SUBMIT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["manifest", "model_definition"],
+                    "properties": {
+                        "manifest": {"type": "string", "description": "the manifest, YAML"},
+                        "model_definition": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "a zip of the model code",
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
 
 
 async def _part(form: Any, name: str, limit: int = -1) -> bytes | None:
@@ -48,7 +72,7 @@ def _check_manifest_size(text: bytes, limit: int) -> None:
         )
 
 
-@router.post("", status_code=201, response_model=Created)
+@router.post("", status_code=201, response_model=Created, openapi_extra=_SUBMIT_BODY)
 async def submit(
     request: Request, loom: PlatformDep, user: UserDep, audit: AuditDep
 ) -> JSONResponse:
@@ -141,14 +165,14 @@ def delete(job_id: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> No
     audit.job("job.delete", job)
 
 
-@router.get("/{job_id}/definition")
+@router.get("/{job_id}/definition", response_class=FileResponse, responses=ZIP)
 def definition(job_id: str, loom: PlatformDep, user: UserDep) -> FileResponse:
     job = owned_job(loom, user, job_id)
     path = loom.artifacts.path(job.code_digest)
     return FileResponse(path, media_type="application/zip", filename=f"{job_id}-model.zip")
 
 
-@router.get("/{job_id}/results")
+@router.get("/{job_id}/results", response_class=FileResponse, responses=ZIP)
 def results(job_id: str, loom: PlatformDep, user: UserDep) -> FileResponse:
     """A zip of the job's `RESULT_DIR` (its model, its learners' logs, what it wrote)."""
     owned_job(loom, user, job_id)

@@ -1,4 +1,7 @@
-"""`/v1/learner/...`: what learners' wrappers send, with a token scoped to their job."""
+"""`/v1/learner/...`: what learners' wrappers send, with a token scoped to their job.
+
+In the OpenAPI too: a wrapper is a client like any other, and these routes are fuzzed with the rest.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from loom.api.auth import CallerDep, PlatformDep
 from loom.api.schemas import LearnerStatusIn, LogBatchIn
 from loom.domain.errors import Forbidden, InvalidInput
 
-router = APIRouter(prefix="/v1/learner/jobs", tags=["learner"], include_in_schema=False)
+router = APIRouter(prefix="/v1/learner/jobs", tags=["learner"])
 
 
 def _check_scope(who: CallerDep, job_id: str, learner_id: int, body_learner: int) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 
 from loom.api.auth import PlatformDep, UserDep, owned_job
+from loom.api.openapi import STREAM
 from loom.api.routers import stream
 from loom.api.routers.stream import Cursor, Wanted
 from loom.domain.errors import InvalidInput
@@ -34,7 +35,7 @@ def parse_since(since: str | None) -> float | None:
         ) from exc
 
 
-@router.get("/{job_id}/logs", response_model=None)
+@router.get("/{job_id}/logs", response_model=None, responses=STREAM)
 def logs(
     job_id: str,
     loom: PlatformDep,

@@ -12,6 +12,7 @@ import orjson
 from fastapi import APIRouter, Header, Query, Request
 
 from loom.api.auth import PlatformDep, UserDep, owned_job
+from loom.api.openapi import STREAM
 from loom.api.routers import stream
 from loom.api.routers.logs import PageSize, Pos, parse_since
 from loom.api.routers.stream import Cursor, Wanted
@@ -29,7 +30,7 @@ class Form(StrEnum):
     EMETRICS = "emetrics"
 
 
-@router.get("/{job_id}/metrics", response_model=None)
+@router.get("/{job_id}/metrics", response_model=None, responses=STREAM)
 def metrics(
     job_id: str,
     loom: PlatformDep,

@@ -6,15 +6,16 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
+from loom.api.openapi import ZIP
 from loom.api.platform import Platform
 from loom.api.schemas import iso
 from loom.domain.errors import Conflict
@@ -22,12 +23,14 @@ from loom.registry.models import ModelSummary
 from loom.store.tables import ModelVersion
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
+# Letters, digits and dashes, at least one not a digit: a number is a version, not an alias.
+ALIAS_PATTERN = r"^[A-Za-z0-9-]*[A-Za-z-][A-Za-z0-9-]*$"
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class AliasIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     version: int | str
 
 
@@ -83,7 +86,7 @@ def best(
     loom: PlatformDep,
     user: UserDep,
     metric: Annotated[str, Query(min_length=1, max_length=200)],
-    mode: str = "max",
+    mode: Literal["max", "min"] = "max",
 ) -> dict[str, Any]:
     """The version with the best final `metric` (`test/accuracy`, or just `accuracy`)."""
     version = loom.registry.best(user.id, name, metric, mode)
@@ -97,7 +100,7 @@ def show_version(name: str, ref: str, loom: PlatformDep, user: UserDep) -> dict[
     return version_json(version, name, loom.registry.summary(user.id, name).aliases, user.name)
 
 
-@router.get("/{name}/versions/{ref}/download")
+@router.get("/{name}/versions/{ref}/download", response_class=FileResponse, responses=ZIP)
 def download(
     name: str, ref: str, loom: PlatformDep, user: UserDep, file: str | None = None
 ) -> FileResponse:
@@ -121,7 +124,12 @@ def download(
 
 @router.put("/{name}/aliases/{alias}")
 def set_alias(
-    name: str, alias: str, body: AliasIn, loom: PlatformDep, user: UserDep, audit: AuditDep
+    name: str,
+    alias: Annotated[str, Path(max_length=100, pattern=ALIAS_PATTERN)],
+    body: AliasIn,
+    loom: PlatformDep,
+    user: UserDep,
+    audit: AuditDep,
 ) -> dict[str, Any]:
     """Point an alias (e.g. `production`) at a version."""
     version = loom.registry.set_alias(user.id, name, alias, str(body.version))

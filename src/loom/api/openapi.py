@@ -1,0 +1,124 @@
+"""The OpenAPI document, made to tell the truth about errors.
+
+Every route may answer with the platform's error body (`api.errors`), and request validation answers
+400, not FastAPI's default 422. Clients generated from the document, and the fuzzing in the tests,
+rely on both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+# What any authenticated route may answer besides its success.
+ERRORS: dict[str, str] = {
+    "400": "bad input: the body names the field, the value and why",
+    "401": "no token, or an expired, revoked or unknown one",
+    "403": "the token may not do this",
+    "404": "no such object, or not yours",
+    "409": "the object's state does not allow it now",
+    "413": "the body is over the platform's limit",
+    "429": "over a rate limit or a cap; `Retry-After` says when to try again",
+    "503": "the platform cannot do it now; the body says why",
+}
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string", "description": "what is wrong, for a person"},
+        "code": {"type": "string", "description": "a stable code, such as C101"},
+        "field": {"type": "string", "description": "the field at fault"},
+    },
+}
+
+_METHODS = ("get", "put", "post", "patch", "delete")
+# Routes that take no token: they answer none of `ERRORS` but those they declare themselves.
+OPEN_PATHS = frozenset({"/health", "/ready"})
+
+# For routes that answer with something other than JSON: `responses=` in their decorators.
+ZIP: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a zip file",
+        "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+# One server-sent event: its kind (`line` or `end`), a JSON text, and a cursor.
+_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "description": "a JSON object"},
+        "id": {"type": "string", "description": "send back as `Last-Event-ID` to resume"},
+    },
+}
+STREAM: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a page as JSON, or with `follow=true` a server-sent event stream",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "text/event-stream": {"schema": _EVENT},
+        },
+    }
+}
+
+
+# `/metrics`: Prometheus' text format.
+PROMETHEUS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "metrics in Prometheus' text exposition format",
+        "content": {"text/plain; version=0.0.4": {"schema": {"type": "string"}}},
+    }
+}
+READY: dict[int | str, dict[str, Any]] = {
+    503: {
+        "description": "not ready: the database does not answer, or its schema is not this "
+        "server's; the body says which",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+}
+
+
+def _error_responses() -> dict[str, Any]:
+    ref = {"$ref": "#/components/schemas/Error"}
+    return {
+        status: {"description": text, "content": {"application/json": {"schema": ref}}}
+        for status, text in ERRORS.items()
+    }
+
+
+def build(app: FastAPI) -> dict[str, Any]:
+    document = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+    )
+    errors = _error_responses()
+    for path, item in document.get("paths", {}).items():
+        for method, operation in item.items():
+            if method not in _METHODS or path in OPEN_PATHS:
+                continue
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            for status, response in errors.items():
+                responses.setdefault(status, response)
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Error"] = ERROR_SCHEMA
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    return document
+
+
+def install(app: FastAPI) -> None:
+    """Serve `build(app)` at /openapi.json, made once."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = build(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
