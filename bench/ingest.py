@@ -1,13 +1,14 @@
 """Metric ingestion and live-log latency, Loom beside an MLflow tracking server.
 
 In one run on this machine:
-  - points/s through Loom's API (`POST /v1/jobs/{id}/metrics`, batched, SQLite) and through an
+  - points/s through Loom's API (`POST /v1/jobs/{id}/metrics`, batched; on SQLite and on a
+    PostgreSQL server started by tools/pgtemp.py, fsync on) and through an
     MLflow 3 tracking server with a SQLite backend fed the same points with `log_batch` (its own
     venv, see mlflow_peer.py). A point is one (name, value, step), as MLflow counts them.
   - points/s end to end inside a job: `tracking.log_metrics` → the learner's wrapper → the API.
   - the latency from a learner's `print` to the line reaching a `follow` client, p50/p99.
 
-    python bench/ingest.py [--points 200000] [--mlflow-points 20000] [--no-mlflow]
+    python bench/ingest.py [--points 200000] [--mlflow-points 20000] [--no-mlflow] [--no-postgres]
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/
 
 from peers import table
+from tools.pgtemp import TempPostgres
 
 from loom.client import ClientError, LoomClient
 from loom.client.archive import zip_folder
@@ -34,12 +37,15 @@ from loom.client.archive import zip_folder
 BATCH = 20_000
 
 
-def start_loom() -> tuple[subprocess.Popen[bytes], LoomClient, Path]:
+def start_loom(database_url: str | None) -> tuple[subprocess.Popen[bytes], LoomClient, Path]:
     home = Path(tempfile.mkdtemp(prefix="loom-ingest-"))
-    port = 8900 + os.getpid() % 90
+    port = 8900 + os.getpid() % 90 + (1 if database_url else 0)
+    env = {**os.environ, "LOOM_HOME": str(home)}
+    if database_url:
+        env["LOOM_DATABASE_URL"] = database_url
     server = subprocess.Popen(
         [sys.executable, "-m", "loom.api", "--port", str(port)],
-        env={**os.environ, "LOOM_HOME": str(home)},
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -146,21 +152,26 @@ def main() -> None:
     parser.add_argument("--sdk-points", type=int, default=100_000)
     parser.add_argument("--mlflow-points", type=int, default=20_000)
     parser.add_argument("--no-mlflow", action="store_true")
+    parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
 
-    server, client, home = start_loom()
-    try:
-        api = statistics.median(loom_api_rate(client, home, args.points) for _ in range(3))
-        sdk = loom_sdk_rate(client, home, args.sdk_points)
-        delays = follow_latency(client, home)
-    finally:
-        client.close()
-        server.terminate()
-        server.wait(timeout=30)
+    api, sdk, delays = measure_loom(None, args)
     rows = [
-        ["Loom API, POST /v1/jobs/{id}/metrics (median of 3)", f"{args.points:,}", f"{api:,.0f}"],
-        ["Loom end to end, tracking SDK in a job", f"{args.sdk_points:,}", f"{sdk:,.0f}"],
+        ["Loom API, POST /v1/jobs/{id}/metrics (SQLite)", f"{args.points:,}", f"{api:,.0f}"],
+        ["Loom end to end, tracking SDK in a job (SQLite)", f"{args.sdk_points:,}", f"{sdk:,.0f}"],
     ]
+    pg_delays: list[float] = []
+    if not args.no_postgres:
+        with TempPostgres(durable=True) as pg:
+            pg_api, pg_sdk, pg_delays = measure_loom(pg.create_database("ingest"), args)
+        rows += [
+            ["Loom API (PostgreSQL)", f"{args.points:,}", f"{pg_api:,.0f}"],
+            [
+                "Loom end to end, tracking SDK (PostgreSQL)",
+                f"{args.sdk_points:,}",
+                f"{pg_sdk:,.0f}",
+            ],
+        ]
     if not args.no_mlflow:
         from mlflow_peer import measure_mlflow
 
@@ -174,22 +185,45 @@ def main() -> None:
         )
     print(table("metric ingestion (points/s)", ["system", "points", "points/s"], rows))
     if not args.no_mlflow:
-        print(f"\nLoom's API ingests {api / mlflow['points_per_s']:.0f}x MLflow's rate")
-    print()
-    print(
-        table(
-            "print → follow client latency (Loom, SSE)",
-            ["lines", "p50 (ms)", "p99 (ms)", "max (ms)"],
-            [
-                [
-                    str(len(delays)),
-                    f"{statistics.median(delays) * 1000:.1f}",
-                    f"{pct(delays, 0.99) * 1000:.1f}",
-                    f"{max(delays) * 1000:.1f}",
-                ]
-            ],
+        print(
+            f"\nLoom's API ingests {api / mlflow['points_per_s']:.0f}x MLflow's rate on SQLite",
+            end="",
         )
-    )
+        if not args.no_postgres:
+            print(f", {pg_api / mlflow['points_per_s']:.0f}x on PostgreSQL", end="")
+        print()
+    print()
+    latency = [latency_row("SQLite", delays)]
+    if pg_delays:
+        latency.append(latency_row("PostgreSQL", pg_delays))
+    header = ["database", "lines", "p50 (ms)", "p99 (ms)", "max (ms)"]
+    print(table("print → follow client latency (Loom, SSE)", header, latency))
+
+
+def latency_row(database: str, delays: list[float]) -> list[str]:
+    return [
+        database,
+        str(len(delays)),
+        f"{statistics.median(delays) * 1000:.1f}",
+        f"{pct(delays, 0.99) * 1000:.1f}",
+        f"{max(delays) * 1000:.1f}",
+    ]
+
+
+def measure_loom(
+    database_url: str | None, args: argparse.Namespace
+) -> tuple[float, float, list[float]]:
+    """The API's rate (median of 3), the tracking SDK's, and print → follow latencies."""
+    server, client, home = start_loom(database_url)
+    try:
+        api = statistics.median(loom_api_rate(client, home, args.points) for _ in range(3))
+        sdk = loom_sdk_rate(client, home, args.sdk_points)
+        delays = follow_latency(client, home)
+    finally:
+        client.close()
+        server.terminate()
+        server.wait(timeout=30)
+    return api, sdk, delays
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loom.client import LoomClient
+from loom.client import ClientError, LoomClient
 from loom.client.archive import zip_folder
 from tests.conftest import (
     ROOT,
@@ -120,6 +120,12 @@ def test_log_paging_like_ffdl(server: Server) -> None:
         assert texts(pos=-1, pagesize=3) == ["line 48", "line 49", "line 50"]
         assert texts(pos=-3, pagesize=2) == ["line 47", "line 48"]
         assert texts(since=str(int(time.time() * 1000) + 60_000)) == []
+        tenth = client.logs(job_id, pos=10, pagesize=1)[0]
+        assert texts(after=tenth["id"], pagesize=5) == [f"line {i}" for i in range(11, 16)]
+        assert texts(after=client.logs(job_id, pos=-1, pagesize=1)[0]["id"]) == []
+        with pytest.raises(ClientError) as both:
+            client._request("GET", f"/v1/jobs/{job_id}/logs", params={"pos": 3, "after": 1})
+        assert both.value.status == 400 and "after" in str(both.value)
 
 
 def test_follow_streams_lines_live_and_ends_with_the_job(server: Server) -> None:
@@ -227,6 +233,12 @@ def test_list_filters_and_pages(server: Server) -> None:
         failed = client.jobs(state=["FAILED"])
         assert [j["id"] for j in failed["jobs"]] == [failing]
         assert {j["id"] for j in client.jobs(state=["COMPLETED"])["jobs"]} == set(ids)
+        second = client.jobs(limit=2, cursor=page["next_cursor"])
+        assert [j["id"] for j in page["jobs"] + second["jobs"]] == [failing, *reversed(ids)]
+        assert second["next_cursor"] is None and second["total"] == 4
+        with pytest.raises(ClientError) as bad:
+            client.jobs(cursor="not-a-cursor")
+        assert bad.value.status == 400 and "cursor" in str(bad.value)
 
 
 def test_results_zip_is_readable_while_empty(server: Server) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loom.domain.resources import Resources
-from loom.lifecycle.scheduler import QueuedJob, Verdict, plan
+from loom.lifecycle.scheduler import Backlog, QueuedJob, Verdict, plan, waiting_reason
 
 GIB = 2**30
 MACHINE = Resources(cpus=2, memory=8 * GIB, gpus=0)
@@ -76,22 +76,30 @@ def test_devices_are_distinct() -> None:
         allocate_devices([0], 1, 2)
 
 
+def backlog(jobs: list[QueuedJob]) -> Backlog:
+    found = Backlog()
+    for job in jobs:
+        found.add(job)
+    return found
+
+
 def test_waiting_reason_never_names_another_users_job() -> None:
     """A job held behind other users' jobs is told how many, not which."""
-    from loom.lifecycle.scheduler import waiting_reason
-
     theirs = [QueuedJob(f"training-bob{i}", Resources(1, GIB, 0), 1, owner="bob") for i in (1, 2)]
-    assert waiting_reason("ann", theirs) == "waiting for 2 jobs ahead in the queue to start"
-    assert waiting_reason("ann", theirs[:1]) == "waiting for 1 job ahead in the queue to start"
+    assert (
+        waiting_reason("ann", backlog(theirs)) == "waiting for 2 jobs ahead in the queue to start"
+    )
+    one = backlog(theirs[:1])
+    assert waiting_reason("ann", one) == "waiting for 1 job ahead in the queue to start"
+    many = backlog([theirs[0]] * 12_345)
+    assert waiting_reason("ann", many) == "waiting for 12,345 jobs ahead in the queue to start"
 
 
 def test_waiting_reason_names_only_the_owners_own_jobs() -> None:
     """Among the jobs ahead, the owner's own are named, at most three of them."""
-    from loom.lifecycle.scheduler import waiting_reason
-
     owners = [("b1", "bob"), ("a1", "ann"), ("a2", "ann"), ("a3", "ann"), ("a4", "ann")]
     ahead = [QueuedJob(n, Resources(1, GIB, 0), 1, owner=o) for n, o in owners]
-    reason = waiting_reason("ann", ahead)
+    reason = waiting_reason("ann", backlog(ahead))
     assert reason == "waiting for 5 jobs ahead in the queue to start (yours: a1, a2, a3, …)"
     assert "b1" not in reason
 

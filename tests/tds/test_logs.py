@@ -94,3 +94,13 @@ def test_out_of_range_point_is_refused_or_dropped(tmp_path: Path) -> None:
     tds = TrainingData(db, JobSignals())
     tds.ingest("training-1", 1, 1, lines(1, 2), [huge])
     assert [r.text for r in tds.logs.query("training-1", LogQuery())] == ["line 1", "line 2"]
+
+
+def test_pages_after_a_line(service: LogService) -> None:
+    """`after` pages by line id: the lines after that one, whatever came before."""
+    TrainingData(service.db, service.signals).ingest("training-1", 1, 1, lines(1, 20), [])
+    first = service.query("training-1", LogQuery(pagesize=5))
+    after = service.query("training-1", LogQuery(pagesize=5, after=first[-1].id))
+    assert [row.text for row in after] == [f"line {i}" for i in range(6, 11)]
+    with pytest.raises(InvalidInput, match="after"):
+        service.query("training-1", LogQuery(pos=3, after=first[-1].id))

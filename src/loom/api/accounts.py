@@ -55,7 +55,7 @@ def _busy(loom: Platform, user: User) -> list[str]:
     """What the user still has running: unfinished jobs and deployments."""
     with loom.db.session() as session:
         unfinished = [s.value for s in UNFINISHED_STATES]
-        jobs, _ = job_rows.list_jobs(session, owner_id=user.id, states=unfinished, limit=ALL)
+        jobs = job_rows.list_jobs(session, owner_id=user.id, states=unfinished, limit=ALL).jobs
     served = [d["name"] for d in loom.deployments.all(user.id)]
     found = []
     if jobs:
@@ -93,7 +93,7 @@ def remove_user(loom: Platform, actor: User, name: str, *, force: bool) -> Remov
     for deployment in served:
         loom.deployments.delete(user.id, deployment)
     with loom.db.session() as session:
-        jobs, _ = job_rows.list_jobs(session, owner_id=user.id, limit=ALL)
+        jobs = job_rows.list_jobs(session, owner_id=user.id, limit=ALL).jobs
     for job in jobs:
         loom.lifecycle.delete(job.id)
     models = [m.model.name for m in loom.registry.models(user.id)]

@@ -118,9 +118,13 @@ class LoomClient(AccountCalls):
         *,
         owner: str | None = None,
         everyone: bool = False,
+        cursor: str | None = None,
     ) -> dict[str, Any]:
-        """A page of your jobs; admins may ask for one `owner`'s or `everyone`'s."""
+        """A page of your jobs, newest first; admins may ask for one `owner`'s or `everyone`'s.
+        The next page: pass the page's `next_cursor` as `cursor` (None on the last page)."""
         params: dict[str, Any] = {"offset": offset, "limit": limit}
+        if cursor:
+            params["cursor"] = cursor
         if state:
             params["state"] = state
         if owner:
@@ -189,8 +193,15 @@ class LoomClient(AccountCalls):
         pagesize: int = 100,
         since: str | None = None,
         learner: int | None = None,
+        after: int | None = None,
     ) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"pos": pos, "pagesize": pagesize}
+        """A page of a job's lines: from `pos` (FfDL's), or after the line whose `id` is
+        `after` (as fast deep into a long log as at its start)."""
+        params: dict[str, Any] = {"pagesize": pagesize}
+        if after is not None:
+            params["after"] = after
+        else:
+            params["pos"] = pos
         if since is not None:
             params["since"] = since
         if learner is not None:

@@ -51,8 +51,10 @@ def parse_devices(text: str) -> set[int]:
 def quotas(session: Session, owners: Iterable[str], settings: Settings) -> dict[str, Quota]:
     """Each user's quota: their own limits where set, else the platform's defaults."""
     found = {}
-    for owner in set(owners):
-        user = session.get(User, owner)
+    wanted = set(owners)
+    users = {u.id: u for u in session.scalars(select(User).where(User.id.in_(wanted)))}
+    for owner in wanted:
+        user = users.get(owner)
         found[owner] = Quota(
             cpus=user.quota_cpus if user and user.quota_cpus is not None else settings.quota_cpus,
             gpus=user.quota_gpus if user and user.quota_gpus is not None else settings.quota_gpus,

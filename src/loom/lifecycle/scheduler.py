@@ -9,16 +9,16 @@ from enum import StrEnum
 from loom.domain.resources import Resources
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueuedJob:
     id: str
     per_learner: Resources
     learners: int
     owner: str = ""
+    need: Resources = field(init=False)  # all its learners together, computed once
 
-    @property
-    def need(self) -> Resources:
-        return self.per_learner.times(self.learners)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "need", self.per_learner.times(self.learners))
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,10 @@ class Quota:
     cpus: float | None = None
     gpus: int | None = None
     jobs: int | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        return self.cpus is None and self.gpus is None and self.jobs is None
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class Decision:
 
 def over_quota(job: QueuedJob, usage: Usage, quota: Quota) -> str:
     """Why the job would take its owner over their quota; empty if it would not."""
+    if quota.unlimited:
+        return ""
     after = usage.plus(job)
     if quota.jobs is not None and after.jobs > quota.jobs:
         return f"quota: {usage.jobs} of {quota.jobs} running jobs in use by your running jobs"
@@ -64,6 +70,19 @@ def over_quota(job: QueuedJob, usage: Usage, quota: Quota) -> str:
     if quota.cpus is not None and after.held.cpus > quota.cpus + 1e-9:
         return f"quota: {usage.held.cpus:g} of {quota.cpus:g} CPUs in use by your running jobs"
     return ""
+
+
+@dataclass
+class Backlog:
+    """The jobs waiting for resources, which start before those behind them: how many, and each
+    owner's own (kept per owner, so a reason costs the same behind 10 jobs or 10,000)."""
+
+    count: int = 0
+    mine: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, job: QueuedJob) -> None:
+        self.count += 1
+        self.mine.setdefault(job.owner, []).append(job.id)
 
 
 def plan(
@@ -79,12 +98,12 @@ def plan(
     a priority, which the caller's order already reflects): once a job must wait for resources,
     the jobs behind it wait too, so a large job is never starved by a stream of small ones. A
     job held by its owner's quota does not hold up other users' jobs. A job that could not fit
-    even on an empty machine never will, and is reported as such.
+    even on an empty machine never will, and is reported as such. Linear in the queue's length.
     """
     free = capacity - in_use
     usage = dict(usage or {})
     quotas = quotas or {}
-    ahead: list[QueuedJob] = []  # jobs waiting for resources, which start before those behind
+    ahead = Backlog()
     decisions = []
     for job in queue:
         held = usage.get(job.owner, Usage())
@@ -95,24 +114,24 @@ def plan(
             decisions.append(Decision(job.id, Verdict.NEVER, reason))
         elif quota_reason:
             decisions.append(Decision(job.id, Verdict.WAIT, quota_reason))
-        elif ahead:
+        elif ahead.count:
             decisions.append(Decision(job.id, Verdict.WAIT, waiting_reason(job.owner, ahead)))
-            ahead.append(job)
+            ahead.add(job)
         elif job.need.fits_in(free):
             free = free - job.need
             usage[job.owner] = held.plus(job)
             decisions.append(Decision(job.id, Verdict.START))
         else:
             decisions.append(Decision(job.id, Verdict.WAIT, job.need.shortfall(free)))
-            ahead.append(job)
+            ahead.add(job)
     return decisions
 
 
-def waiting_reason(owner: str, ahead: Sequence[QueuedJob], named: int = 3) -> str:
+def waiting_reason(owner: str, ahead: Backlog, named: int = 3) -> str:
     """Why a job waits behind others: how many, naming only its owner's own jobs (another
     user's job id is not the owner's to know)."""
-    count = f"{len(ahead)} job{'s' if len(ahead) != 1 else ''}"
-    mine = [j.id for j in ahead if j.owner == owner]
+    count = f"{ahead.count:,} job{'s' if ahead.count != 1 else ''}"
+    mine = ahead.mine.get(owner, [])
     if not mine:
         return f"waiting for {count} ahead in the queue to start"
     more = ", …" if len(mine) > named else ""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Row, delete, func, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from loom.store.tables import Job, JobEvent, JobSecret, Learner, LogLine, MetricPoint, Token
@@ -25,6 +26,13 @@ def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job | None:
     return session.scalars(query).first()
 
 
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[Job]
+    total: int
+    after: tuple[float, str] | None  # where the next page starts; None on the last page
+
+
 def list_jobs(
     session: Session,
     *,
@@ -32,18 +40,26 @@ def list_jobs(
     states: Collection[str] = (),
     offset: int = 0,
     limit: int = 50,
-) -> tuple[list[Job], int]:
-    """A page of jobs, newest first, and the total that match."""
+    after: tuple[float, str] | None = None,
+) -> JobPage:
+    """A page of jobs, newest first (by submission time, then id), and the total that match.
+
+    `after` (the last job of the previous page's `(submitted_at, id)`) is keyset paging: an
+    index range scan that costs the same on page 1 and page 2,000, where `offset` walks past
+    every row before the page."""
     query = select(Job)
     if owner_id is not None:
         query = query.where(Job.owner_id == owner_id)
     if states:
         query = query.where(Job.state.in_(list(states)))
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = session.scalars(
-        query.order_by(Job.submitted_at.desc(), Job.id).offset(offset).limit(limit)
-    )
-    return list(page), total
+    if after is not None:
+        query = query.where(tuple_(Job.submitted_at, Job.id) < tuple_(*after))
+    newest_first = query.order_by(Job.submitted_at.desc(), Job.id.desc())
+    page = list(session.scalars(newest_first.offset(offset).limit(limit + 1)))
+    more = len(page) > limit
+    page = page[:limit]
+    return JobPage(page, total, (page[-1].submitted_at, page[-1].id) if more else None)
 
 
 def jobs_in_states(session: Session, states: Collection[str]) -> list[Job]:
@@ -54,6 +70,29 @@ def jobs_in_states(session: Session, states: Collection[str]) -> list[Job]:
         .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
     )
     return list(session.scalars(query))
+
+
+def queue(session: Session) -> Sequence[Row[str, str, float, int, int, int, str]]:
+    """The queued jobs in queue order (priority, then submission), as light rows: `id`,
+    `owner_id`, `cpus`, `memory`, `gpus`, `learners`, `queue_reason`; not the manifest, nor
+    anything else large."""
+    query = (
+        select(Job.id, Job.owner_id, Job.cpus, Job.memory, Job.gpus, Job.learners, Job.queue_reason)
+        .where(Job.state == "QUEUED")
+        .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
+    )
+    return session.execute(query).all()
+
+
+def count_in_state(session: Session, state: str) -> int:
+    return int(session.scalar(select(func.count()).where(Job.state == state)) or 0)
+
+
+def set_queue_reasons(session: Session, reasons: dict[str, str]) -> None:
+    """Set many queued jobs' reasons in one statement (a bulk update by primary key)."""
+    if reasons:
+        rows = [{"id": job_id, "queue_reason": reason} for job_id, reason in reasons.items()]
+        session.execute(update(Job), rows)
 
 
 def record_event(session: Session, job: Job, state: str, message: str = "") -> None:

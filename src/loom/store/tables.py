@@ -64,11 +64,16 @@ class Token(Base):
 
 class Job(Base):
     __tablename__ = "jobs"
+    __table_args__ = (  # listings page newest first by (submitted_at, id): see migration 0010
+        Index("ix_jobs_submitted_at_id", "submitted_at", "id"),
+        Index("ix_jobs_owner_id_submitted_at", "owner_id", "submitted_at", "id"),
+        Index("ix_jobs_state_submitted_at", "state", "submitted_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
     name: Mapped[str] = mapped_column(String(200))
-    state: Mapped[str] = mapped_column(String(20), index=True)
+    state: Mapped[str] = mapped_column(String(20))
     error_code: Mapped[str | None] = mapped_column(String(10))
     status_message: Mapped[str] = mapped_column(Text, default="")
     queue_reason: Mapped[str] = mapped_column(Text, default="")
@@ -82,7 +87,7 @@ class Job(Base):
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     halt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     restart_pending: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
-    submitted_at: Mapped[float] = mapped_column(Float, index=True)
+    submitted_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
 

@@ -16,9 +16,15 @@ from loom.tds.signals import JobSignals
 MAX_TEXT = 64 * 1024
 
 
-def page_window(pos: int, pagesize: int) -> dict[str, Any]:
+def page_window(pos: int, pagesize: int, after: int | None = None) -> dict[str, Any]:
     """FfDL's `pos` as an offset: from the start for pos ≥ 0 (1-based), from the end when
-    negative (-1: the last page; -N: the page that ends N-1 records earlier)."""
+    negative (-1: the last page; -N: the page that ends N-1 records earlier). `after` (a record
+    id) is keyset paging instead: the page after that record, as fast deep into a long log as
+    at its start."""
+    if after is not None:
+        if pos != 0:
+            raise InvalidInput(f"after: cannot be combined with pos ({pos}); use one or the other")
+        return {"after_id": after, "offset": 0, "limit": pagesize, "from_end": False}
     if pos < 0:
         return {"offset": -pos - 1, "limit": pagesize, "from_end": True}
     return {"offset": max(pos - 1, 0), "limit": pagesize, "from_end": False}
@@ -27,12 +33,14 @@ def page_window(pos: int, pagesize: int) -> dict[str, Any]:
 @dataclass(frozen=True)
 class LogQuery:
     """FfDL's paging: `pos` ≥ 1 is the 1-based line to start at (0 = the first), a negative
-    `pos` counts back from the end (-1: the last page); `since` keeps lines at or after a time."""
+    `pos` counts back from the end (-1: the last page); `since` keeps lines at or after a time;
+    `after` pages by line id instead of `pos` (see `page_window`)."""
 
     pos: int = 0
     pagesize: int = 100
     since: float | None = None
     learner: int | None = None
+    after: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.pagesize <= 10_000:
@@ -75,7 +83,7 @@ class LogService:
         ]
 
     def query(self, job_id: str, query: LogQuery) -> list[LogLine]:
-        window = page_window(query.pos, query.pagesize)
+        window = page_window(query.pos, query.pagesize, query.after)
         with self.db.session() as session:
             return log_rows.read_lines(
                 session, job_id, learner_id=query.learner, since=query.since, **window

@@ -31,6 +31,7 @@ class MetricQuery:
     group: str | None = None
     name: str | None = None
     learner: int | None = None
+    after: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.pagesize <= 10_000:
@@ -153,7 +154,7 @@ class MetricService:
         return rows
 
     def query(self, job_id: str, query: MetricQuery) -> list[MetricPoint]:
-        window = page_window(query.pos, query.pagesize)
+        window = page_window(query.pos, query.pagesize, query.after)
         with self.db.session() as session:
             return metric_rows.read_points(session, job_id, **window, **query.filters)
 

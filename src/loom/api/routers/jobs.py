@@ -17,6 +17,7 @@ from loom.api.accounts import listing_owner, owner_names
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.openapi import ZIP
+from loom.api.paging import decode_cursor, encode_cursor
 from loom.api.schemas import Created, JobAction, job_detail, job_summary
 from loom.domain.accounts import check_priority
 from loom.domain.errors import ArchiveError, InvalidInput, ManifestError, PayloadTooLarge
@@ -122,18 +123,30 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     owner: Annotated[str | None, Query(max_length=100, description="admins: whose")] = None,
     all_users: Annotated[bool, Query(alias="all", description="admins: everyone's")] = False,
+    cursor: Annotated[
+        str | None, Query(max_length=300, description="a page's `next_cursor`: the next page")
+    ] = None,
 ) -> dict[str, Any]:
+    """Jobs, newest first. Page with `next_cursor` (as fast on the last page as on the first);
+    `offset` still works but walks past every job before the page."""
     owner_id = listing_owner(loom, request, user, owner, all_users)
+    after = decode_cursor(cursor) if cursor else None
     with loom.db.session() as session:
-        jobs, total = job_rows.list_jobs(
-            session, owner_id=owner_id, states=_states(state), offset=offset, limit=limit
+        page = job_rows.list_jobs(
+            session,
+            owner_id=owner_id,
+            states=_states(state),
+            offset=offset,
+            limit=limit,
+            after=after,
         )
-        names = owner_names(session, jobs)
+        names = owner_names(session, page.jobs)
     return {
-        "jobs": [{**job_summary(j), "owner": names.get(j.owner_id)} for j in jobs],
-        "total": total,
+        "jobs": [{**job_summary(j), "owner": names.get(j.owner_id)} for j in page.jobs],
+        "total": page.total,
         "offset": offset,
         "limit": limit,
+        "next_cursor": encode_cursor(*page.after) if page.after else None,
     }
 
 

@@ -19,6 +19,10 @@ router = APIRouter(prefix="/v1/jobs", tags=["logs"])
 # FfDL's paging parameters, shared by the log and metric endpoints.
 Pos = Annotated[int, Query(ge=-(10**12), le=10**12, description="1-based; negative: from the end")]
 PageSize = Annotated[int, Query(ge=1, le=10_000)]
+After = Annotated[
+    int | None,
+    Query(ge=0, le=2**53, description="the records after this `id` (keyset paging; not with pos)"),
+]
 
 
 def parse_since(since: str | None) -> float | None:
@@ -44,6 +48,7 @@ def logs(
     pagesize: PageSize = 100,
     since: str | None = None,
     learner: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    after: After = None,
     follow: bool = False,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Any:
@@ -52,7 +57,7 @@ def logs(
     wanted = Wanted(lines=True, points=False, learner=learner)
     if follow and last_event_id:
         return stream.response(stream.follow(loom, job_id, Cursor.parse(last_event_id), wanted))
-    query = LogQuery(pos=pos, pagesize=pagesize, since=parse_since(since), learner=learner)
+    query = LogQuery(pos, pagesize, parse_since(since), learner, after)
     first = loom.tds.logs.query(job_id, query)
     if not follow:
         return {"job_id": job_id, "lines": [line_json(row) for row in first]}

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Header, Query, Request
 from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.openapi import STREAM
 from loom.api.routers import stream
-from loom.api.routers.logs import PageSize, Pos, parse_since
+from loom.api.routers.logs import After, PageSize, Pos, parse_since
 from loom.api.routers.stream import Cursor, Wanted
 from loom.domain.errors import InvalidInput
 from loom.tds.metrics import MetricQuery, emetrics_json, point_json
@@ -41,6 +41,7 @@ def metrics(
     group: Annotated[str | None, Query(max_length=100)] = None,
     name: Annotated[str | None, Query(max_length=200)] = None,
     learner: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+    after: After = None,
     form: Form = Form.POINTS,
     follow: bool = False,
     lines: Annotated[bool, Query(description="with follow: the log lines too")] = True,
@@ -60,6 +61,7 @@ def metrics(
         group=group,
         name=name,
         learner=learner,
+        after=after,
     )
     if form == Form.SERIES:
         return {"job_id": job_id, "series": loom.tds.metrics.series(job_id, query)}
