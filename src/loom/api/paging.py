@@ -5,8 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import re
 
 from loom.domain.errors import InvalidInput
+
+_JOB_ID = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 
 
 def encode_cursor(submitted_at: float, job_id: str) -> str:
@@ -25,6 +29,8 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
         ) from None
     if not isinstance(submitted_at, int | float) or isinstance(submitted_at, bool):
         raise InvalidInput("cursor: not a cursor this server gave out (bad time)")
-    if not isinstance(job_id, str):
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
         raise InvalidInput("cursor: not a cursor this server gave out (bad id)")
+    if not math.isfinite(submitted_at):
+        raise InvalidInput("cursor: not a cursor this server gave out (bad time)")
     return float(submitted_at), job_id
