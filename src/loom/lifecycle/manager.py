@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session
 
 from loom.domain.credentials import merge, split
 from loom.domain.errors import Conflict, ErrorCode, LaunchError, NotFound, SecretKeyError
-from loom.domain.learner_env import MPI
 from loom.domain.manifest import Manifest, manifest_from_dict
 from loom.domain.resources import Resources
 from loom.domain.restarts import Failure, decide
@@ -35,14 +34,9 @@ from loom.domain.states import (
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
 from loom.lifecycle.admission import check_host_paths, check_queue_room, holdings, quotas
+from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.scheduler import QueuedJob, Verdict, allocate_devices, plan
-from loom.lifecycle.workspace import (
-    Workspace,
-    api_certificates,
-    learner_spec,
-    new_gang,
-    store_secrets,
-)
+from loom.lifecycle.workspace import Workspace, api_certificates
 from loom.observability import PlatformMetrics
 from loom.registry.models import ModelRegistry
 from loom.settings import Settings
@@ -58,6 +52,13 @@ from loom.tds.service import TrainingData
 _ID_CHARS = string.ascii_lowercase + string.digits
 LEARNER_STATES = (RUNNING_STATES | TERMINAL_STATES) - {JobState.PENDING}
 log = logging.getLogger("loom.lifecycle")
+
+
+def _shape(shapes: dict[tuple[float, int, int], Resources], *key: Any) -> Resources:
+    found = shapes.get(key)
+    if found is None:
+        found = shapes[key] = Resources(*key)
+    return found
 
 
 def new_job_id() -> str:
@@ -534,8 +535,9 @@ class LifecycleManager:
         if not queued:
             return []
         held = holdings(session)
+        shapes: dict[tuple[float, int, int], Resources] = {}  # many jobs, few shapes
         candidates = [
-            QueuedJob(j.id, Resources(j.cpus, j.memory, j.gpus), j.learners, j.owner_id)
+            QueuedJob(j.id, _shape(shapes, j.cpus, j.memory, j.gpus), j.learners, j.owner_id)
             for j in queued
         ]
         limits = quotas(session, {j.owner_id for j in queued}, self.settings)
@@ -575,49 +577,20 @@ class LifecycleManager:
         token = user_rows.new_token("job")
         user_rows.revoke_job_tokens(session, job.id)  # an attempt's token dies with it
         user_rows.add_token(session, owner, token, job_id=job.id)
-        workspace = Workspace(self.settings.jobs_dir, job.id)
-        code_zip = self.artifacts.path(job.code_digest)
-        gang = new_gang(job.learners)
-        if manifest.framework.name.lower() in MPI:
-            workspace.write_hostfile(gang)
         free = [d for d in range(self.launcher.capacity().gpus) if d not in taken]
         devices = allocate_devices(free, job.gpus, job.learners)
         taken |= {d for ds in devices for d in ds}
-        secrets = store_secrets(manifest)
-        api_urls = self.api_urls(session)
-        launches, rows = [], []
-        for n in range(1, job.learners + 1):
-            handle = str(workspace.learner_dir(job.attempt, n))
-            spec = learner_spec(
-                workspace=workspace,
-                manifest=manifest,
-                job_id=job.id,
-                attempt=job.attempt,
-                learner=n,
-                code_zip=code_zip,
-                api_url=self.settings.api_url,
-                api_ca=self._api_ca,
-                home=self.settings.home_dir,
-                retry_s=self.settings.learner_retry_s,
-                halt_grace_s=self.settings.halt_grace_s,
-                gang=gang,
-                devices=devices[n - 1],
-            )
-            if api_urls:  # every server on the database: the wrapper ships to any that answers
-                spec["api_urls"] = api_urls
-            launches.append(LearnerLaunch(handle=handle, spec=spec, token=token, secrets=secrets))
-            rows.append(
-                Learner(
-                    job_id=job.id,
-                    attempt=job.attempt,
-                    learner_id=n,
-                    state=JobState.PENDING.value,
-                    message="",
-                    handle=handle,
-                    devices=",".join(str(d) for d in devices[n - 1]),
-                    started_at=time.time(),
-                )
-            )
+        attempt = Attempt(
+            job_id=job.id,
+            number=job.attempt,
+            manifest=manifest,
+            workspace=Workspace(self.settings.jobs_dir, job.id),
+            code_zip=self.artifacts.path(job.code_digest),
+            token=token,
+            devices=devices,
+            api_urls=self.api_urls(session),
+        )
+        launches, rows = gang_of(attempt, self.settings, self._api_ca)
         job_rows.add_learners(session, rows)
         self._transition(session, job, JobState.PENDING, f"admitted, attempt {job.attempt}")
         return launches

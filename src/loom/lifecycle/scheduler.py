@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,7 +19,13 @@ class QueuedJob:
     need: Resources = field(init=False)  # all its learners together, computed once
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "need", self.per_learner.times(self.learners))
+        object.__setattr__(self, "need", _total(self.per_learner, self.learners))
+
+
+@functools.lru_cache(maxsize=4096)
+def _total(per_learner: Resources, learners: int) -> Resources:
+    """Queues hold many jobs of few shapes: each shape's total is computed once."""
+    return per_learner.times(learners)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,72 @@
+"""One attempt of an admitted job: each learner's launch (its spec, the attempt's token, the
+stores' credentials) and its row, with the GPUs it was given."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from loom.domain.learner_env import MPI
+from loom.domain.manifest import Manifest
+from loom.domain.states import JobState
+from loom.launchers.base import LearnerLaunch
+from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
+from loom.settings import Settings
+from loom.store.tables import Learner
+
+
+@dataclass(frozen=True)
+class Attempt:
+    job_id: str
+    number: int
+    manifest: Manifest
+    workspace: Workspace
+    code_zip: Path
+    token: str
+    devices: list[list[int]]  # each learner's GPUs
+    api_urls: list[str]  # every live server, where there are several
+
+
+def gang_of(
+    attempt: Attempt, settings: Settings, api_ca: str | None
+) -> tuple[list[LearnerLaunch], list[Learner]]:
+    """The learners' launches and rows; an MPI job's hostfile is written first."""
+    gang = new_gang(len(attempt.devices))
+    if attempt.manifest.framework.name.lower() in MPI:
+        attempt.workspace.write_hostfile(gang)
+    secrets = store_secrets(attempt.manifest)
+    launches, rows = [], []
+    for n, devices in enumerate(attempt.devices, start=1):
+        handle = str(attempt.workspace.learner_dir(attempt.number, n))
+        spec = learner_spec(
+            workspace=attempt.workspace,
+            manifest=attempt.manifest,
+            job_id=attempt.job_id,
+            attempt=attempt.number,
+            learner=n,
+            code_zip=attempt.code_zip,
+            api_url=settings.api_url,
+            api_ca=api_ca,
+            home=settings.home_dir,
+            retry_s=settings.learner_retry_s,
+            halt_grace_s=settings.halt_grace_s,
+            gang=gang,
+            devices=devices,
+        )
+        if attempt.api_urls:  # several servers on the database: the wrapper ships to any
+            spec["api_urls"] = attempt.api_urls
+        launches.append(LearnerLaunch(handle, spec, attempt.token, secrets))
+        rows.append(
+            Learner(
+                job_id=attempt.job_id,
+                attempt=attempt.number,
+                learner_id=n,
+                state=JobState.PENDING.value,
+                message="",
+                handle=handle,
+                devices=",".join(str(d) for d in devices),
+                started_at=time.time(),
+            )
+        )
+    return launches, rows
