@@ -141,6 +141,12 @@ class Settings(BaseSettings):
     max_queued_jobs: int | None = Field(
         default=100, ge=0, description="queued (not yet running) jobs per user; None: unlimited"
     )
+    scheduler_horizon: int = Field(
+        default=1000,
+        ge=1,
+        description="queued jobs waiting for resources that a pass gives an exact reason; those "
+        "behind are told there are more ahead, and are not read",
+    )
     max_log_lines: int | None = Field(default=1_000_000, ge=0, description="per job")
     max_metric_points: int | None = Field(default=1_000_000, ge=0, description="per job")
     log_retention_days: float | None = Field(

@@ -53,6 +53,12 @@ class Rig:
             assert job is not None
             return job.state
 
+    def state_message(self, job_id: str) -> str:
+        with self.db.session() as session:
+            job = job_rows.get_job(session, job_id)
+            assert job is not None
+            return job.status_message
+
     def handles(self, job_id: str) -> list[str]:
         with self.db.session() as session:
             return [lr.handle for lr in job_rows.learners_of(session, job_id)]
@@ -345,3 +351,42 @@ def test_queue_wait_counts_from_the_last_time_a_job_was_queued(rig: Rig) -> None
     assert sample("loom_queue_wait_seconds_bucket", {"le": "0.5"}) == 1  # the second wait
     assert sample("loom_admissions_total") == 1
     assert sample("loom_scheduler_pass_seconds_count") == 1
+
+
+def test_a_pass_reads_the_queue_only_up_to_its_horizon(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind `scheduler_horizon` waiting jobs the queue is not read job by job: those jobs are
+    told there are more ahead, one that could never fit still fails, and the head still
+    starts when room appears."""
+    import loom.lifecycle.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "_CHUNK", 3)
+    rig.manager.settings = rig.settings.model_copy(update={"scheduler_horizon": 5})
+    running = rig.submit(cpus=2)
+    rig.manager.step()
+    queued = [rig.submit(cpus=1) for _ in range(12)]
+    impossible = rig.submit(cpus=64)
+    rig.manager.step()
+
+    def reason(job_id: str) -> str:
+        with rig.db.session() as session:
+            job = job_rows.get_job(session, job_id)
+            assert job is not None
+            return job.queue_reason
+
+    assert rig.state(running) == "PENDING"
+    assert reason(queued[0]) == "needs 1 CPUs, 0 free"
+    assert reason(queued[4]) == "waiting for 4 jobs ahead in the queue to start (yours: " + (
+        ", ".join(queued[:3]) + ", …)"
+    )
+    assert reason(queued[5]) == "waiting for 5 jobs ahead in the queue to start (yours: " + (
+        ", ".join(queued[:3]) + ", …)"
+    )
+    behind = "waiting for more than 5 jobs ahead in the queue to start"
+    assert [reason(j) for j in queued[6:]] == [behind] * 6
+    assert rig.state(impossible) == "FAILED" and "64 CPUs" in rig.state_message(impossible)
+    rig.launcher._capacity = Resources(cpus=3, memory=8 * GIB, gpus=0)
+    rig.manager.step()
+    assert [rig.state(j) for j in queued[:2]] == ["PENDING", "QUEUED"]
+    assert reason(queued[-1]) == behind

@@ -92,6 +92,59 @@ class Backlog:
         self.mine.setdefault(job.owner, []).append(job.id)
 
 
+class Planner:
+    """Decides for queued jobs one at a time, in queue order, so a caller can feed it the queue
+    in chunks and stop early (see `waiting`).
+
+    A job starts only when all its learners fit at once (gang). The queue is strict FIFO (within
+    a priority, which the caller's order already reflects): once a job must wait for resources,
+    the jobs behind it wait too, so a large job is never starved by a stream of small ones. A
+    job held by its owner's quota does not hold up other users' jobs. A job that could not fit
+    even on an empty machine never will, and is reported as such.
+    """
+
+    def __init__(
+        self,
+        capacity: Resources,
+        in_use: Resources,
+        usage: Mapping[str, Usage] | None = None,
+        quotas: Mapping[str, Quota] | None = None,
+    ) -> None:
+        self.capacity = capacity
+        self.free = capacity - in_use
+        self.usage = dict(usage or {})
+        self.quotas = dict(quotas or {})  # the caller may add owners as it reads on
+        self.ahead = Backlog()
+
+    @property
+    def waiting(self) -> int:
+        """How many jobs wait for resources so far: nothing behind the first of them starts."""
+        return self.ahead.count
+
+    def decide(self, job: QueuedJob) -> Decision:
+        held = self.usage.get(job.owner, Usage())
+        quota_reason = over_quota(job, held, self.quotas.get(job.owner, Quota()))
+        if not job.need.fits_in(self.capacity):
+            return Decision(job.id, Verdict.NEVER, never_reason(job.need, self.capacity))
+        if quota_reason:
+            return Decision(job.id, Verdict.WAIT, quota_reason)
+        if self.ahead.count:
+            decision = Decision(job.id, Verdict.WAIT, waiting_reason(job.owner, self.ahead))
+            self.ahead.add(job)
+            return decision
+        if job.need.fits_in(self.free):
+            self.free = self.free - job.need
+            self.usage[job.owner] = held.plus(job)
+            return Decision(job.id, Verdict.START)
+        self.ahead.add(job)
+        return Decision(job.id, Verdict.WAIT, job.need.shortfall(self.free))
+
+
+def never_reason(need: Resources, capacity: Resources) -> str:
+    shortfall = need.shortfall(capacity).replace(" free", " in total")
+    return f"needs more than this platform has: {shortfall}"
+
+
 def plan(
     queue: Sequence[QueuedJob],
     capacity: Resources,
@@ -99,39 +152,9 @@ def plan(
     usage: Mapping[str, Usage] | None = None,
     quotas: Mapping[str, Quota] | None = None,
 ) -> list[Decision]:
-    """Decide for each queued job, in queue order.
-
-    A job starts only when all its learners fit at once (gang). The queue is strict FIFO (within
-    a priority, which the caller's order already reflects): once a job must wait for resources,
-    the jobs behind it wait too, so a large job is never starved by a stream of small ones. A
-    job held by its owner's quota does not hold up other users' jobs. A job that could not fit
-    even on an empty machine never will, and is reported as such. Linear in the queue's length.
-    """
-    free = capacity - in_use
-    usage = dict(usage or {})
-    quotas = quotas or {}
-    ahead = Backlog()
-    decisions = []
-    for job in queue:
-        held = usage.get(job.owner, Usage())
-        quota_reason = over_quota(job, held, quotas.get(job.owner, Quota()))
-        if not job.need.fits_in(capacity):
-            shortfall = job.need.shortfall(capacity).replace(" free", " in total")
-            reason = f"needs more than this platform has: {shortfall}"
-            decisions.append(Decision(job.id, Verdict.NEVER, reason))
-        elif quota_reason:
-            decisions.append(Decision(job.id, Verdict.WAIT, quota_reason))
-        elif ahead.count:
-            decisions.append(Decision(job.id, Verdict.WAIT, waiting_reason(job.owner, ahead)))
-            ahead.add(job)
-        elif job.need.fits_in(free):
-            free = free - job.need
-            usage[job.owner] = held.plus(job)
-            decisions.append(Decision(job.id, Verdict.START))
-        else:
-            decisions.append(Decision(job.id, Verdict.WAIT, job.need.shortfall(free)))
-            ahead.add(job)
-    return decisions
+    """Decide for each queued job, in queue order (see `Planner`)."""
+    planner = Planner(capacity, in_use, usage, quotas)
+    return [planner.decide(job) for job in queue]
 
 
 def waiting_reason(owner: str, ahead: Backlog, named: int = 3) -> str:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Row, delete, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Row, and_, delete, func, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from loom.store.tables import Job, JobEvent, JobSecret, Learner, LogLine, MetricPoint, Token
@@ -72,16 +72,61 @@ def jobs_in_states(session: Session, states: Collection[str]) -> list[Job]:
     return list(session.scalars(query))
 
 
-def queue(session: Session) -> Sequence[Row[str, str, float, int, int, int, str]]:
-    """The queued jobs in queue order (priority, then submission), as light rows: `id`,
-    `owner_id`, `cpus`, `memory`, `gpus`, `learners`, `queue_reason`; not the manifest, nor
-    anything else large."""
-    query = (
-        select(Job.id, Job.owner_id, Job.cpus, Job.memory, Job.gpus, Job.learners, Job.queue_reason)
-        .where(Job.state == "QUEUED")
-        .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
-    )
+QueueKey = tuple[int, float, str]  # (priority, submitted_at, id): a job's place in the queue
+
+
+def _behind(key: QueueKey) -> ColumnElement[bool]:
+    """Jobs after `key` in queue order (priority descending, then submission, then id)."""
+    priority, submitted_at, job_id = key
+    same = and_(Job.priority == priority, tuple_(Job.submitted_at, Job.id) > (submitted_at, job_id))
+    return or_(Job.priority < priority, same)
+
+
+def queue(
+    session: Session, after: QueueKey | None = None, limit: int | None = None
+) -> Sequence[Row[str, str, float, int, int, int, str, int, float]]:
+    """Queued jobs in queue order (priority, then submission), as light rows: `id`,
+    `owner_id`, `cpus`, `memory`, `gpus`, `learners`, `queue_reason`, `priority`,
+    `submitted_at`; not the manifest, nor anything else large. `after` and `limit` read it in
+    chunks."""
+    query = select(
+        Job.id,
+        Job.owner_id,
+        Job.cpus,
+        Job.memory,
+        Job.gpus,
+        Job.learners,
+        Job.queue_reason,
+        Job.priority,
+        Job.submitted_at,
+    ).where(Job.state == "QUEUED")
+    if after is not None:
+        query = query.where(_behind(after))
+    query = query.order_by(Job.priority.desc(), Job.submitted_at, Job.id).limit(limit)
     return session.execute(query).all()
+
+
+def never_fitting(
+    session: Session, after: QueueKey, cpus: float, memory: int, gpus: int
+) -> list[str]:
+    """Queued jobs after `after` whose learners together need more than the whole platform."""
+    too_big = or_(
+        Job.cpus * Job.learners > cpus + 1e-9,
+        Job.memory * Job.learners > memory,
+        Job.gpus * Job.learners > gpus,
+    )
+    query = select(Job.id).where(Job.state == "QUEUED", _behind(after), too_big)
+    return list(session.scalars(query))
+
+
+def set_reason_behind(session: Session, after: QueueKey, reason: str) -> None:
+    """One reason for every queued job after `after` (one statement, rows already so skipped)."""
+    session.execute(
+        update(Job)
+        .where(Job.state == "QUEUED", _behind(after), Job.queue_reason != reason)
+        .values(queue_reason=reason)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def count_in_state(session: Session, state: str) -> int:
