@@ -348,7 +348,8 @@ def test_queue_wait_counts_from_the_last_time_a_job_was_queued(rig: Rig) -> None
     sample = rig.manager.platform_metrics.registry.get_sample_value
     assert sample("loom_queue_wait_seconds_count") == 2  # halted, then admitted
     assert 1000 <= (sample("loom_queue_wait_seconds_sum") or 0) < 1060
-    assert sample("loom_queue_wait_seconds_bucket", {"le": "0.5"}) == 1  # the second wait
+    # The second wait is seconds at most, however busy the machine: it is not the 1000 s one.
+    assert sample("loom_queue_wait_seconds_bucket", {"le": "60.0"}) == 1
     assert sample("loom_admissions_total") == 1
     assert sample("loom_scheduler_pass_seconds_count") == 1
 
