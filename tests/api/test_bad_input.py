@@ -128,6 +128,7 @@ def test_not_multipart(srv: Server) -> None:
         ("GET", "/v1/jobs?state=SLEEPING", None, 400),
         ("GET", "/v1/jobs?limit=0", None, 400),
         ("GET", f"/v1/jobs?offset={10**20}", None, 400),
+        ("GET", "/v1/jobs?owner=a%00b", None, 400),  # PostgreSQL text cannot hold NUL: was a 500
         ("PATCH", "/v1/jobs/training-nope", {"action": "halt"}, 404),
         ("GET", "/v1/jobs/training-nope/logs?pagesize=0", None, 400),
         ("POST", "/v1/users", {"name": "has spaces"}, 400),

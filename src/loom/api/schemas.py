@@ -17,6 +17,9 @@ def iso(at: float | None) -> str | None:
     return datetime.fromtimestamp(at, UTC).isoformat() if at is not None else None
 
 
+USER_NAME = r"^[A-Za-z0-9_.@-]+$"  # what a user may be named, and what a listing may ask for
+
+
 class Created(BaseModel):
     id: str
     location: str
@@ -47,7 +50,7 @@ class UserChange(BaseModel):
 
 class UserCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
+    name: str = Field(min_length=1, max_length=100, pattern=USER_NAME)
     admin: bool = False
 
 

@@ -18,7 +18,7 @@ from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.openapi import ZIP
 from loom.api.paging import decode_cursor, encode_cursor
-from loom.api.schemas import Created, JobAction, job_detail, job_summary
+from loom.api.schemas import USER_NAME, Created, JobAction, job_detail, job_summary
 from loom.domain.accounts import check_priority
 from loom.domain.errors import ArchiveError, InvalidInput, ManifestError, PayloadTooLarge
 from loom.domain.manifest import load_manifest
@@ -121,7 +121,9 @@ def list_jobs(
     state: Annotated[list[str] | None, Query()] = None,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    owner: Annotated[str | None, Query(max_length=100, description="admins: whose")] = None,
+    owner: Annotated[
+        str | None, Query(max_length=100, pattern=USER_NAME, description="admins: whose")
+    ] = None,
     all_users: Annotated[bool, Query(alias="all", description="admins: everyone's")] = False,
     cursor: Annotated[
         str | None, Query(max_length=300, description="a page's `next_cursor`: the next page")
