@@ -360,9 +360,9 @@ def test_a_pass_reads_the_queue_only_up_to_its_horizon(
     """Behind `scheduler_horizon` waiting jobs the queue is not read job by job: those jobs are
     told there are more ahead, one that could never fit still fails, and the head still
     starts when room appears."""
-    import loom.lifecycle.manager as manager_module
+    from loom.lifecycle import queue_pass
 
-    monkeypatch.setattr(manager_module, "_CHUNK", 3)
+    monkeypatch.setattr(queue_pass, "CHUNK", 3)
     rig.manager.settings = rig.settings.model_copy(update={"scheduler_horizon": 5})
     running = rig.submit(cpus=2)
     rig.manager.step()

@@ -22,7 +22,6 @@ from sqlalchemy.orm import Session
 from loom.domain.credentials import merge, split
 from loom.domain.errors import Conflict, ErrorCode, LaunchError, NotFound, SecretKeyError
 from loom.domain.manifest import Manifest, manifest_from_dict
-from loom.domain.resources import Resources
 from loom.domain.restarts import Failure, decide
 from loom.domain.states import (
     HALTABLE_STATES,
@@ -33,14 +32,11 @@ from loom.domain.states import (
     can_transition,
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
-from loom.lifecycle.admission import check_host_paths, check_queue_room, holdings, quotas
+from loom.lifecycle import queue_pass
+from loom.lifecycle.admission import check_host_paths, check_queue_room, holdings
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.scheduler import (
-    Planner,
-    QueuedJob,
-    Verdict,
     allocate_devices,
-    never_reason,
 )
 from loom.lifecycle.workspace import Workspace, api_certificates
 from loom.observability import PlatformMetrics
@@ -58,16 +54,6 @@ from loom.tds.service import TrainingData
 _ID_CHARS = string.ascii_lowercase + string.digits
 LEARNER_STATES = (RUNNING_STATES | TERMINAL_STATES) - {JobState.PENDING}
 log = logging.getLogger("loom.lifecycle")
-
-
-_CHUNK = 500  # queued jobs read at a time
-
-
-def _shape(shapes: dict[tuple[float, int, int], Resources], *key: Any) -> Resources:
-    found = shapes.get(key)
-    if found is None:
-        found = shapes[key] = Resources(*key)
-    return found
 
 
 def new_job_id() -> str:
@@ -537,53 +523,16 @@ class LifecycleManager:
         self._transition(session, job, JobState.QUEUED, job.queue_reason)
 
     def _schedule(self, session: Session) -> list[tuple[str, list[LearnerLaunch]]]:
-        """Decide for the queue in order; admit those that start.
-
-        Reads the queue in chunks of light rows and stops once `scheduler_horizon` jobs wait
-        for resources: under strict FIFO nothing behind them can start. Those behind are told
-        so in one statement, and failed there if they could never fit. Only reasons that
-        changed are written, in one statement: a pass over 10,000 queued jobs stays short."""
-        rows = job_rows.queue(session, None, _CHUNK)
-        if not rows:
-            return []
-        held = holdings(session)
-        total = self.launcher.capacity()
-        planner = Planner(total, held.in_use, held.per_user)
-        horizon = self.settings.scheduler_horizon
-        batches, reasons, last = [], {}, None
-        shapes: dict[tuple[float, int, int], Resources] = {}  # many jobs, few shapes
-        while rows:
-            wanted = {r.owner_id for r in rows} - planner.quotas.keys()
-            planner.quotas |= quotas(session, wanted, self.settings)
-            for row in rows:
-                need = _shape(shapes, row.cpus, row.memory, row.gpus)
-                decision = planner.decide(QueuedJob(row.id, need, row.learners, row.owner_id))
-                if decision.verdict == Verdict.START:
-                    launches = self._admit(session, self._job(session, row.id), held.devices)
-                    if launches:
-                        batches.append((row.id, launches))
-                elif decision.verdict == Verdict.NEVER:
-                    self._never(session, row.id, decision.reason)
-                elif row.queue_reason != decision.reason:
-                    reasons[row.id] = decision.reason
-            last = (rows[-1].priority, rows[-1].submitted_at, rows[-1].id)
-            if planner.waiting >= horizon:
-                break
-            rows = job_rows.queue(session, last, _CHUNK)
-        job_rows.set_queue_reasons(session, reasons)
-        if last is not None and planner.waiting >= horizon:
-            self._beyond_horizon(session, last, total)
+        """Decide for the queue (`queue_pass`); admit what starts, fail what never can."""
+        found = queue_pass.run(session, self.launcher.capacity, self.settings)
+        for job_id, reason in found.never:
+            self._never(session, job_id, reason)
+        batches = []
+        for job_id in found.starts:
+            launches = self._admit(session, self._job(session, job_id), found.taken_devices)
+            if launches:
+                batches.append((job_id, launches))
         return batches
-
-    def _beyond_horizon(self, session: Session, last: job_rows.QueueKey, total: Resources) -> None:
-        """The queue behind the horizon: fail what could never fit, tell the rest they wait."""
-        for job_id in job_rows.never_fitting(session, last, total.cpus, total.memory, total.gpus):
-            job = self._job(session, job_id)
-            need = Resources(job.cpus, job.memory, job.gpus).times(job.learners)
-            self._never(session, job_id, never_reason(need, total))
-        horizon = self.settings.scheduler_horizon
-        reason = f"waiting for more than {horizon:,} jobs ahead in the queue to start"
-        job_rows.set_reason_behind(session, last, reason)
 
     def _never(self, session: Session, job_id: str, reason: str) -> None:
         code = ErrorCode.INSUFFICIENT_RESOURCES.value

@@ -108,15 +108,16 @@ def queue(
 
 def never_fitting(
     session: Session, after: QueueKey, cpus: float, memory: int, gpus: int
-) -> list[str]:
-    """Queued jobs after `after` whose learners together need more than the whole platform."""
+) -> Sequence[Row[str, float, int, int, int]]:
+    """Queued jobs after `after` whose learners together need more than the whole platform:
+    `id`, `cpus`, `memory`, `gpus`, `learners`."""
     too_big = or_(
         Job.cpus * Job.learners > cpus + 1e-9,
         Job.memory * Job.learners > memory,
         Job.gpus * Job.learners > gpus,
     )
-    query = select(Job.id).where(Job.state == "QUEUED", _behind(after), too_big)
-    return list(session.scalars(query))
+    query = select(Job.id, Job.cpus, Job.memory, Job.gpus, Job.learners)
+    return session.execute(query.where(Job.state == "QUEUED", _behind(after), too_big)).all()
 
 
 def set_reason_behind(session: Session, after: QueueKey, reason: str) -> None:
