@@ -92,7 +92,7 @@ def test_waiting_reason_never_names_another_users_job() -> None:
     one = backlog(theirs[:1])
     assert waiting_reason("ann", one) == "waiting for 1 job ahead in the queue to start"
     many = backlog([theirs[0]] * 12_345)
-    assert waiting_reason("ann", many) == "waiting for 12,345 jobs ahead in the queue to start"
+    assert waiting_reason("ann", many) == "waiting for 12,300+ jobs ahead in the queue to start"
 
 
 def test_waiting_reason_names_only_the_owners_own_jobs() -> None:
@@ -114,3 +114,18 @@ def test_plan_hides_the_blocking_job_of_another_user() -> None:
     assert decisions[2].reason == (
         "waiting for 2 jobs ahead in the queue to start (yours: training-ann)"
     )
+
+
+def test_a_start_at_the_head_changes_few_reasons_of_a_deep_queue() -> None:
+    """Counts are exact below 100 jobs ahead, in hundreds beyond: when the head starts, the
+    reasons of the first hundred change and only about one in a hundred of the rest (the head
+    left, the machine full again)."""
+    queue = [QueuedJob(f"j{n}", Resources(1, GIB, 0), 1, owner=f"u{n}") for n in range(1000)]
+    full = {d.job_id: d.reason for d in plan(queue, MACHINE, Resources(2, 0, 0))}
+    after = {d.job_id: d.reason for d in plan(queue[1:], MACHINE, Resources(2, 0, 0))}
+    assert full["j1"] == "waiting for 1 job ahead in the queue to start"
+    assert full["j99"] == "waiting for 99 jobs ahead in the queue to start"
+    assert full["j100"] == "waiting for 100+ jobs ahead in the queue to start"
+    assert full["j999"] == "waiting for 900+ jobs ahead in the queue to start"
+    changed = [job_id for job_id in after if after[job_id] != full[job_id]]
+    assert 100 <= len(changed) <= 110, len(changed)

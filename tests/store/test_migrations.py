@@ -29,6 +29,13 @@ def test_job_listings_have_their_keyset_indexes(db: Database) -> None:
     assert "ix_jobs_submitted_at" not in indexes  # a prefix of the composite, dropped
 
 
+def test_the_queue_has_its_own_partial_index(db: Database) -> None:
+    (queue,) = [i for i in inspect(db.engine).get_indexes("jobs") if i["name"] == "ix_jobs_queue"]
+    assert queue["column_names"] == ["priority", "submitted_at", "id"]
+    dialect = queue.get("dialect_options", {})
+    assert "QUEUED" in str(dialect.get(f"{db.engine.dialect.name}_where", ""))
+
+
 def test_newest_migration_goes_down_and_up(db: Database) -> None:
     from alembic import command
     from alembic.config import Config
@@ -41,6 +48,6 @@ def test_newest_migration_goes_down_and_up(db: Database) -> None:
         config.attributes["connection"] = connection
         command.downgrade(config, "-1")
     indexes = {i["name"] for i in inspect(db.engine).get_indexes("jobs")}
-    assert "ix_jobs_owner_id" in indexes and "ix_jobs_owner_id_submitted_at" not in indexes
+    assert "ix_jobs_queue" not in indexes and "ix_jobs_state_submitted_at" in indexes
     migrate(db.engine)
     assert differences(db) == []

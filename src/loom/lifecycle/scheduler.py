@@ -157,10 +157,22 @@ def plan(
     return [planner.decide(job) for job in queue]
 
 
+EXACT_UP_TO = 100  # jobs ahead counted one by one; beyond, in hundreds
+
+
 def waiting_reason(owner: str, ahead: Backlog, named: int = 3) -> str:
     """Why a job waits behind others: how many, naming only its owner's own jobs (another
-    user's job id is not the owner's to know)."""
-    count = f"{ahead.count:,} job{'s' if ahead.count != 1 else ''}"
+    user's job id is not the owner's to know).
+
+    Beyond the first hundred the count is in hundreds ("400+ jobs"): when the head of the queue
+    starts, every exact count behind it changes and must be written again, where a count in
+    hundreds changes for one job in a hundred. A deep queue's pass then writes ~100 reasons, not
+    a thousand."""
+    number = ahead.count
+    if number < EXACT_UP_TO:
+        count = f"{number:,} job{'s' if number != 1 else ''}"
+    else:
+        count = f"{number // EXACT_UP_TO * EXACT_UP_TO:,}+ jobs"
     mine = ahead.mine.get(owner, [])
     if not mine:
         return f"waiting for {count} ahead in the queue to start"

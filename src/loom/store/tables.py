@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -113,6 +114,17 @@ class JobEvent(Base):
     state: Mapped[str] = mapped_column(String(20))
     at: Mapped[float] = mapped_column(Float)
     message: Mapped[str] = mapped_column(Text, default="")
+
+
+# The queue in its order, and nothing else: a scheduling pass reads it in chunks (migration 0011).
+Index(
+    "ix_jobs_queue",
+    Job.priority.desc(),
+    Job.submitted_at,
+    Job.id,
+    postgresql_where=text("state = 'QUEUED'"),
+    sqlite_where=text("state = 'QUEUED'"),
+)
 
 
 class Learner(Base):
