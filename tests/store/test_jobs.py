@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pytest import MonkeyPatch
+
 from loom.store import jobs as job_rows
 from loom.store import users as user_rows
 from loom.store.db import Database
@@ -54,3 +56,16 @@ def test_keyset_pages_with_owner_and_state(db: Database) -> None:
     with db.session() as session:
         page = job_rows.list_jobs(session, states=["FAILED"], limit=3)
     assert page.total == len(failed) and len(page.jobs) == 3
+
+
+def test_the_total_is_counted_up_to_a_limit(db: Database, monkeypatch: MonkeyPatch) -> None:
+    """Counting a long history costs a scan of it: the count stops past COUNT_UP_TO."""
+    ada, _bob = fill(db, 50)
+    monkeypatch.setattr(job_rows, "COUNT_UP_TO", 30)
+    with db.session() as session:
+        everyone = job_rows.list_jobs(session, limit=5)
+        adas = job_rows.list_jobs(session, owner_id=ada, limit=5)
+        exactly = job_rows.list_jobs(session, states=["FAILED"], limit=5)
+    assert (everyone.total, everyone.total_exact) == (30, False)
+    assert (adas.total, adas.total_exact) == (25, True)
+    assert (exactly.total, exactly.total_exact) == (13, True)

@@ -99,7 +99,8 @@ def list_jobs(
         table.add_row(*row, job["submitted_at"], note[:60])
     console.print(table)
     if page["total"] > len(page["jobs"]):
-        console.print(f"{len(page['jobs'])} of {page['total']} jobs shown")
+        more = "" if page.get("total_exact", True) else "+"
+        console.print(f"{len(page['jobs'])} of {page['total']:,}{more} jobs shown")
 
 
 def show(

@@ -130,7 +130,8 @@ def list_jobs(
     ] = None,
 ) -> dict[str, Any]:
     """Jobs, newest first. Page with `next_cursor` (as fast on the last page as on the first);
-    `offset` still works but walks past every job before the page."""
+    `offset` still works but walks past every job before the page. `total` counts the matching
+    jobs up to 10,000; beyond, it says 10,000 and `total_exact` is false."""
     owner_id = listing_owner(loom, request, user, owner, all_users)
     after = decode_cursor(cursor) if cursor else None
     with loom.db.session() as session:
@@ -146,6 +147,7 @@ def list_jobs(
     return {
         "jobs": [{**job_summary(j), "owner": names.get(j.owner_id)} for j in page.jobs],
         "total": page.total,
+        "total_exact": page.total_exact,  # False: more than `total` (10,000) jobs match
         "offset": offset,
         "limit": limit,
         "next_cursor": encode_cursor(*page.after) if page.after else None,
