@@ -137,6 +137,11 @@ def test_not_multipart(srv: Server) -> None:
         ("PATCH", "/v1/users/admin", {"quota": {"cpus": -1}}, 400),
         ("PATCH", "/v1/users/nobody", {"quota": {"cpus": 1}}, 404),
         ("PATCH", "/v1/jobs/training-nope", {"action": "resume"}, 404),
+        # A NUL anywhere (PostgreSQL's text cannot hold one) is a 400, never a 500.
+        ("GET", "/v1/jobs/training-%00", None, 400),
+        ("GET", "/v1/models/a%00b", None, 400),
+        ("POST", "/v1/me/tokens", {"name": "a\u0000b"}, 400),
+        ("POST", "/v1/deployments", {"name": "d", "model": "m\u0000"}, 400),
     ],
 )
 def test_bad_requests(srv: Server, method: str, path: str, body: object, status: int) -> None:
@@ -146,6 +151,16 @@ def test_bad_requests(srv: Server, method: str, path: str, body: object, status:
     )
     assert response.status_code == status
     assert response.json()["error"]
+
+
+def test_a_nul_is_named_where_it_is(srv: Server) -> None:
+    """A NUL in a query parameter, a manifest field or a stored name is a 400 naming it."""
+    headers = {"Authorization": f"Bearer {srv.admin_token}"}
+    answer = httpx.get(f"{srv.url}/v1/jobs?state=QUEUED&owner=x%00", headers=headers)
+    assert answer.status_code == 400 and answer.json()["field"] == "owner"
+    answer = post_job(srv, manifest("true", name='"a\\0b"'), GOOD_ZIP)  # YAML's escaped NUL
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["field"] == "name" and "NUL" in answer.json()["error"]
 
 
 def test_bad_action_and_since(srv: Server) -> None:

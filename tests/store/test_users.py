@@ -9,6 +9,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, text
 
 from loom.domain.accounts import hash_token
+from loom.domain.errors import InvalidInput
 from loom.store import users as user_rows
 from loom.store.db import MIGRATIONS, Database, migrate
 
@@ -71,3 +72,21 @@ def test_migration_gives_existing_tokens_ids(tmp_path: Path) -> None:
         ids = {r[1].id for r in rows if r is not None}
         assert len(ids) == 2 and all(r[1].expires_at is None for r in rows if r is not None)
     old.close()
+
+
+def test_a_nul_the_database_cannot_store_is_the_callers_error(db: Database) -> None:
+    """PostgreSQL's text holds no NUL: a value with one is `InvalidInput`, nothing is stored,
+    and the session after it works. SQLite stores it as it is."""
+    refused = db.engine.dialect.name == "postgresql"
+    try:
+        with db.session() as session:
+            user_rows.add_user(session, "nul\x00name")
+    except InvalidInput as exc:
+        assert refused and "NUL" in exc.message
+    else:
+        assert not refused
+    with db.session() as session:
+        user_rows.add_user(session, "after")
+        assert user_rows.user_by_name(session, "after") is not None
+        if not refused:
+            assert user_rows.user_by_name(session, "nul\x00name") is not None

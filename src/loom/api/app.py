@@ -11,6 +11,7 @@ from fastapi import FastAPI
 import loom
 from loom.api import errors, openapi
 from loom.api.limits import BodyLimit
+from loom.api.nul import NoNul
 from loom.api.platform import Platform, build_platform
 from loom.api.ratelimit import RateLimits
 from loom.api.request_timing import RequestTiming
@@ -56,6 +57,7 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
         max_bytes=settings.max_upload_mb * 2**20,
         json_bytes=min(settings.max_json_mb, settings.max_upload_mb) * 2**20,
     )
+    app.add_middleware(NoNul)
     app.add_middleware(RequestTiming, platform_metrics=platform.platform_metrics)
     app.state.rate_limits = RateLimits(settings)
     platform.platform_metrics.read_at_scrape(

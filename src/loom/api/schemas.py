@@ -18,6 +18,9 @@ def iso(at: float | None) -> str | None:
 
 
 USER_NAME = r"^[A-Za-z0-9_.@-]+$"  # what a user may be named, and what a listing may ask for
+# Free-text names (a token's, a key's): anything printable. No control characters, NUL among
+# them, which PostgreSQL's text cannot hold.
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
 
 
 class Created(BaseModel):
@@ -58,7 +61,7 @@ class TokenCreate(BaseModel):
     """A new token of one's own: a name to know it by, and a lifetime up to the platform's."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    name: str = Field(default="", max_length=100)
+    name: str = Field(default="", max_length=100, pattern=PRINTABLE)
     ttl_days: float | None = Field(default=None, gt=0, le=36_500, allow_inf_nan=False)
 
 

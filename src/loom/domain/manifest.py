@@ -375,7 +375,29 @@ def parse_manifest(text: str | bytes) -> Manifest:
     return load_manifest(text)[0]
 
 
+def _nul_at(value: Any, where: str = "") -> str | None:
+    """The dotted path of the first string (or key) holding a NUL character, if any."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        path = f"{where}.{key}" if where else str(key)
+        found = path if isinstance(key, str) and "\x00" in key else _nul_at(item, path)
+        if found is not None:
+            return found
+    return None
+
+
 def manifest_from_dict(data: dict[str, Any]) -> Manifest:
+    where = _nul_at(data)
+    if where is not None:  # stored as text, which cannot hold one on PostgreSQL
+        shown = where.replace("\x00", "\\0")
+        raise ManifestError(f"{shown}: contains a NUL character (\\0); remove it", field=shown)
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:

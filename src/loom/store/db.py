@@ -8,8 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session, sessionmaker
 
+from loom.domain.errors import InvalidInput
+
+NUL_WHY = "contains a NUL character (\\0), which Loom cannot store; remove it"
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -66,8 +70,16 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with self._sessions() as session, session.begin():
-            yield session
+        """A transaction: committed if the block ends well, else rolled back. PostgreSQL refuses
+        text with a NUL character in it; a value that got so far is the caller's input, and
+        comes out as `InvalidInput`, not a database error."""
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        except DataError as exc:
+            if "NUL" not in str(exc.orig):
+                raise
+            raise InvalidInput(f"a value {NUL_WHY}") from None
 
     def close(self) -> None:
         self.engine.dispose()

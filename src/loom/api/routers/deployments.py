@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
-from loom.api.schemas import iso
+from loom.api.schemas import PRINTABLE, iso
 from loom.serving.deployments import Scaling
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
@@ -41,21 +41,23 @@ class ScalingIn(BaseModel):
 
 class DeploymentIn(ScalingIn):
     name: DeploymentName
-    model: Annotated[str, Field(min_length=1, max_length=200)]
-    version: Annotated[str, Field(min_length=1, max_length=100)] | int = "latest"
+    model: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
+    version: Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE)] | int = "latest"
     port: Annotated[int, Field(ge=1024, le=65535)] | None = None
     public: bool = Field(default=False, description="answer without a token")
 
 
 class DeploymentPatch(ScalingIn):
-    version: Annotated[str, Field(min_length=1, max_length=100)] | int | None = None
+    version: Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE)] | int | None = (
+        None
+    )
     public: bool | None = None
 
 
 class KeyIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: Annotated[str, Field(min_length=1, max_length=100)] = "key"
+    name: Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE)] = "key"
 
 
 def shown(view: dict[str, Any]) -> dict[str, Any]:

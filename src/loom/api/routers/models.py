@@ -17,7 +17,7 @@ from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
 from loom.api.openapi import ZIP
 from loom.api.platform import Platform
-from loom.api.schemas import iso
+from loom.api.schemas import PRINTABLE, iso
 from loom.domain.errors import Conflict
 from loom.registry.models import ModelSummary
 from loom.store.tables import ModelVersion
@@ -26,12 +26,12 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 # Letters, digits and dashes, at least one not a digit: a number is a version, not an alias.
 ALIAS_PATTERN = r"^[A-Za-z0-9-]*[A-Za-z-][A-Za-z0-9-]*$"
 
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
 
 
 class AliasIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    version: int | str
+    version: int | Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE)]
 
 
 def summary_json(found: ModelSummary) -> dict[str, Any]:
