@@ -173,6 +173,11 @@ def test_ready_follows_a_postgres_outage(tmp_path: Path) -> None:
             answer = httpx.get(f"{server.url}/ready")
             assert answer.status_code == 503, answer.text
             assert answer.json()["error"] == "not ready: the database does not answer"
+            auth = {"Authorization": f"Bearer {server.admin_token}"}
+            jobs = httpx.get(f"{server.url}/v1/jobs", headers=auth)
+            assert jobs.status_code == 503, jobs.text  # was a 500: a request needs the database
+            assert jobs.json()["error"] == "the database does not answer now; try again shortly"
+            assert jobs.headers["Retry-After"] == "5" and "127.0.0.1" not in jobs.text
             found = samples(scrape(server))
             assert value(found, "loom_database_up") == 0
             assert not [s for s in found if s.name == "loom_jobs"]

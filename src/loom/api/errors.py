@@ -9,6 +9,7 @@ import math
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from loom.domain.errors import (
@@ -91,6 +92,15 @@ def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(error_body(str(exc.detail)), exc.status_code, headers=headers)
 
 
+def _database_down(request: Request, exc: Exception) -> JSONResponse:
+    """The database does not answer (PostgreSQL stopped, the network to it cut): the request
+    may well work again soon, so 503 with `Retry-After`, not a 500. Its address stays out of the
+    answer; the log has the driver's words."""
+    log.warning("the database does not answer (%s %s): %s", request.method, request.url.path, exc)
+    body = error_body("the database does not answer now; try again shortly", "S101")
+    return JSONResponse(body, 503, headers={"Retry-After": "5"})
+
+
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     return JSONResponse(error_body("internal error; see the server log", "S101"), 500)
@@ -100,4 +110,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(LoomError, _loom_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(OperationalError, _database_down)
+    app.add_exception_handler(InterfaceError, _database_down)
     app.add_exception_handler(Exception, _unexpected)
