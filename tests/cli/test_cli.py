@@ -121,3 +121,22 @@ def test_deployment_keys_and_public(server: Server, model_zip: bytes) -> None:
     private = loom(server, "deployments", "update", "cli-open", "--private")
     assert private.returncode == 0 and "needs a token or a key" in private.stdout
     assert loom(server, "deployments", "delete", "cli-open").returncode == 0
+
+
+def test_version_and_the_hint_when_no_server_answers(tmp_path: Path) -> None:
+    """`loom --version` needs no server; a command with none to reach says how to start one."""
+    env = {**os.environ, "LOOM_HOME": str(tmp_path), "LOOM_URL": "http://127.0.0.1:9"}
+    env["LOOM_TOKEN"] = "loom_unused"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "loom", *args]
+        return subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    shown = run("--version")
+    assert shown.returncode == 0 and shown.stdout.startswith("loom ")
+    failed = run("list")
+    assert failed.returncode == 1
+    assert "cannot reach Loom at http://127.0.0.1:9" in failed.stderr
+    assert "start it with `loom server`, or point LOOM_URL" in " ".join(failed.stderr.split())

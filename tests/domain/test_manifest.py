@@ -106,6 +106,34 @@ def test_unknown_nested_field() -> None:
     assert caught.value.field == "framework.flavour"
 
 
+@pytest.mark.parametrize(
+    ("text", "field", "meant"),
+    [
+        ("name: x\nlearnrs: 2\nframework: {name: p, command: c}\n", "learnrs", "learners"),
+        ("name: x\nframework: {name: p, comand: c}\n", "framework.comand", "command"),
+        (
+            "name: x\nframework: {name: p, command: c}\n"
+            "data_stores: [{id: a, type: local, trainng_data: {container: b}}]\n",
+            "data_stores[0].trainng_data",
+            "training_data",
+        ),
+    ],
+)
+def test_a_misspelt_field_gets_a_did_you_mean(text: str, field: str, meant: str) -> None:
+    """The unknown field is named first (before the field it was meant to be, missing), with
+    the closest field its block takes."""
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(text)
+    assert caught.value.field == field
+    assert f"did you mean `{meant}`?" in caught.value.message
+
+
+def test_no_did_you_mean_when_nothing_is_close() -> None:
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest("name: x\nframework: {name: p, command: c}\nzzz: 1\n")
+    assert "did you mean" not in caught.value.message
+
+
 @pytest.mark.parametrize("text", ["", "- a\n- b\n", "name: [unclosed\n", "just text"])
 def test_not_a_mapping(text: str) -> None:
     """YAML that is not a mapping, or not YAML, is a C101 too."""

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+import loom
 from loom.cli import admin, deployments, jobs, models, tokens, users
 from loom.cli.audit import audit
 from loom.cli.metrics import metrics
@@ -19,6 +20,12 @@ app = typer.Typer(
 )
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"loom {loom.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def options(
     cacert: Annotated[
@@ -29,6 +36,12 @@ def options(
             help="CA bundle (PEM) that the platform's HTTPS certificate is checked against",
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print Loom's version and exit"
+        ),
+    ] = False,
 ) -> None:
     """Loom: submit, run and follow deep-learning training jobs; serve their models."""
     if cacert:

@@ -98,7 +98,10 @@ class LoomClient(AccountCalls):
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise ClientError(f"cannot reach Loom at {self.url}: {exc}") from exc
+            raise ClientError(
+                f"cannot reach Loom at {self.url} ({exc}): start it with `loom server`, or point"
+                " LOOM_URL at where it runs"
+            ) from exc
         _raise_for(response)
         return response
 

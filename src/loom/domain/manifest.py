@@ -5,10 +5,11 @@ Strict: an unknown key or a bad value is a `ManifestError` that names the field 
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -332,6 +333,43 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """ "; did you mean `learners`?" when the unknown field is close to one its parent takes."""
+    name = loc[-1] if loc else None
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, _fields_under(loc[:-1]), n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _fields_under(loc: tuple[int | str, ...]) -> list[str]:
+    """The field names (as written in a manifest) of the model found at `loc`."""
+    model: type[BaseModel] = Manifest
+    keyed = False  # the next part is a key of a mapping of models, not a field
+    for part in loc:
+        if isinstance(part, int) or keyed:
+            keyed = False
+            continue
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        found = _model_in(field.annotation) if field is not None else None
+        if found is None:
+            return []
+        model, keyed = found
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> tuple[type[BaseModel], bool] | None:
+    """The model inside an annotation (`X`, `X | None`, `list[X]`, `dict[str, X]`), and whether
+    it sits in a mapping."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found[0], found[1] or get_origin(annotation) is dict
+    return None
+
+
 def _shown(value: Any, limit: int = 200) -> str:
     """A value for an error message: a manifest's value may be most of a MiB."""
     text = repr(value)
@@ -346,7 +384,7 @@ def _describe(error: Any) -> tuple[str, str]:
     secret = "connection" in loc or "image_location" in loc
     if kind == "extra_forbidden":
         value = "" if secret else f" (value {_shown(error['input'])})"
-        return field, f"unknown field `{field}`{value}"
+        return field, f"unknown field `{field}`{value}{_did_you_mean(loc)}"
     if kind == "missing":
         return field, f"field `{field}` is required"
     message = str(error["msg"]).removeprefix("Value error, ")
@@ -401,7 +439,11 @@ def manifest_from_dict(data: dict[str, Any]) -> Manifest:
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
-        field, message = _describe(exc.errors()[0])
+        errors = exc.errors()
+        # A misspelt field is both unknown and missing: naming the unknown one (with what it
+        # might be) tells the user what to fix.
+        unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+        field, message = _describe((unknown or errors)[0])
         others = exc.error_count() - 1
         if others:
             message += f" (and {others} more problem{'s' if others > 1 else ''})"
