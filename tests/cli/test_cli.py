@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import Server, manifest, register
 
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def loom(server: Server, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOOM_HOME": str(server.home)}
+    env = {**os.environ, "LOOM_HOME": str(server.home), "COLUMNS": "80"}
     env.pop("LOOM_URL", None)
     env.pop("LOOM_TOKEN", None)
     if token:
@@ -44,13 +46,75 @@ def test_train_follow_list_show_logs_download(server: Server, tmp_path: Path) ->
     assert "COMPLETED" in result.stdout
     job_id = result.stdout.split("Submitted ")[1].split()[0]
 
-    assert job_id[:12] in loom(server, "list").stdout
+    told = [line.split()[1].rstrip(":") for line in result.stderr.splitlines() if line[:1] == "▸"]
+    assert len(told) >= 2 and told[-1] == "COMPLETED", result.stderr  # state changes, told
+
+    listed = loom(server, "list").stdout
+    assert job_id in listed  # whole, at 80 columns
+    assert max(len(line) for line in listed.splitlines()) <= 80
     shown = json.loads(loom(server, "show", job_id, "--json").stdout)
     assert shown["state"] == "COMPLETED"
     assert loom(server, "logs", job_id).stdout.splitlines() == ["hello from loom", "bye"]
     out = tmp_path / "results.zip"
     assert loom(server, "download", job_id, "--results", "-o", str(out)).returncode == 0
     assert "learner-1/training-log.txt" in zipfile.ZipFile(out).namelist()
+
+
+def test_output_formats_tail_grep_and_quiet(server: Server, tmp_path: Path) -> None:
+    """`-o json|yaml` read back whole, `-o wide`, `train -q` prints only the id, and logs
+    take --tail, --grep and --since."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "count.py").write_text("for i in range(1, 25001):\n    print(f'line {i}')\n")
+    (code / "m.yml").write_text(manifest("python count.py", name="counter"))
+    submitted = loom(server, "train", "-q", str(code / "m.yml"), str(code))
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    assert job_id.startswith("training-") and "\n" not in job_id
+    for _ in range(600):
+        state = json.loads(loom(server, "show", job_id, "-o", "json").stdout)["state"]
+        if state in ("COMPLETED", "FAILED"):
+            break
+        time.sleep(0.1)
+    assert state == "COMPLETED"
+
+    as_json = json.loads(loom(server, "list", "-o", "json").stdout)
+    assert [j["id"] for j in as_json["jobs"]] == [job_id] and as_json["total"] == 1
+    as_yaml = yaml.safe_load(loom(server, "show", job_id, "-o", "yaml").stdout)
+    assert as_yaml["id"] == job_id and as_yaml["name"] == "counter"
+    assert "LEARNERS" in loom(server, "list", "-o", "wide").stdout
+
+    everything = loom(server, "logs", job_id).stdout.splitlines()
+    assert len(everything) == 25_000 and everything[-1] == "line 25000"  # past a 10,000 page
+    assert loom(server, "logs", job_id, "--tail", "3").stdout.splitlines() == [
+        "line 24998",
+        "line 24999",
+        "line 25000",
+    ]
+    tail = loom(server, "logs", job_id, "--tail", "12000").stdout.splitlines()
+    assert tail[0] == "line 13001" and tail[-1] == "line 25000" and len(tail) == 12_000
+    grepped = loom(server, "logs", job_id, "--grep", r"^line 2499\d$").stdout.splitlines()
+    assert grepped == [f"line {n}" for n in range(24990, 25000)]
+    assert loom(server, "logs", job_id, "--since", "2999-01-01T00:00:00Z").stdout == ""
+    bad = loom(server, "logs", job_id, "--grep", "(")
+    assert bad.returncode == 2 and "--grep" in bad.stderr
+
+
+def test_follow_says_why_a_job_waits(tmp_path: Path) -> None:
+    """`train --follow` of a job queued behind a running one prints why it waits, then runs."""
+    srv = Server(tmp_path / "home", LOOM_CPUS="1").start()
+    try:
+        code = tmp_path / "code"
+        code.mkdir()
+        (code / "a.yml").write_text(manifest("sleep 3", name="first", cpus=1))
+        (code / "b.yml").write_text(manifest("echo second", name="second", cpus=1))
+        assert loom(srv, "train", "-q", str(code / "a.yml"), str(code)).returncode == 0
+        second = loom(srv, "train", str(code / "b.yml"), str(code), "--follow")
+        assert second.returncode == 0, second.stderr
+        assert "QUEUED: needs 1 CPU" in " ".join(second.stderr.split()), second.stderr
+        assert "second" in second.stdout
+    finally:
+        srv.stop()
 
 
 def test_failed_job_exits_non_zero(server: Server, tmp_path: Path) -> None:

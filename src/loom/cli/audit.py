@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from loom.cli.common import client, console
+from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit
 
 
 def line(event: dict[str, Any]) -> str:
@@ -26,14 +27,16 @@ def audit(
     since: Annotated[str | None, typer.Option(help="ISO-8601 time or epoch milliseconds")] = None,
     before_id: Annotated[int | None, typer.Option(help="page on from this event id")] = None,
     limit: Annotated[int, typer.Option(help="events per page")] = 50,
-    as_json: Annotated[bool, typer.Option("--json", help="raw JSON")] = False,
+    fmt: OutputOpt = Format.TABLE,
+    as_json: JsonOpt = False,
 ) -> None:
     """Show who did what, from where (admins only)."""
     with client() as loom:
         page = loom.audit(actor=actor, action=action, since=since, before_id=before_id, limit=limit)
-    if as_json:
-        console.print_json(json.dumps(page))
-        return
+    emit(chosen(fmt, as_json), page, lambda _wide: _lines(page))
+
+
+def _lines(page: dict[str, Any]) -> None:
     for event in page["events"]:
         console.print(line(event), highlight=False, soft_wrap=True)
     if page["next_before_id"] is not None:

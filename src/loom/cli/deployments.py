@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from loom.cli.common import client, console, err
+from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
 from loom.client import ClientError
 
 app = typer.Typer(help="Deployments: registered models served over REST.", no_args_is_help=True)
@@ -125,11 +125,16 @@ def _wait(loom: Any, name: str) -> dict[str, Any]:
 
 
 @app.command("list")
-def list_deployments() -> None:
+def list_deployments(fmt: OutputOpt = Format.TABLE) -> None:
     """Your deployments."""
     with client() as loom:
         found = loom.deployments()
-    table = Table("NAME", "STATE", "MODEL", "VERSION", "REPLICAS", "ENDPOINT")
+    emit(fmt, found, lambda _wide: _deployments_table(found))
+
+
+def _deployments_table(found: list[dict[str, Any]]) -> Table:
+    name = whole("NAME", [d["name"] for d in found])
+    table = Table(name, "STATE", "MODEL", "VERSION", "REPLICAS", "ENDPOINT")
     for d in found:
         table.add_row(
             d["name"],
@@ -139,19 +144,18 @@ def list_deployments() -> None:
             _replicas(d),
             d["endpoint"],
         )
-    console.print(table)
+    return table
 
 
 @app.command("show")
-def show(
-    name: str, as_json: Annotated[bool, typer.Option("--json", help="raw JSON")] = False
-) -> None:
+def show(name: str, fmt: OutputOpt = Format.TABLE, as_json: JsonOpt = False) -> None:
     """A deployment's state, replicas, endpoint and settings."""
     with client() as loom:
         found = loom.deployment(name)
-    if as_json:
-        console.print_json(json.dumps(found))
-        return
+    emit(chosen(fmt, as_json), found, lambda _wide: _show(found))
+
+
+def _show(found: dict[str, Any]) -> None:
     _print(found)
     for replica in found["replica_list"]:
         console.print(

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from loom.cli.common import client, console, err
+from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
 from loom.client import LoomClient
 from loom.client.archive import zip_folder
 from loom.domain.states import TERMINAL_STATES
@@ -34,22 +35,48 @@ def _styled(state: str) -> str:
 
 
 def follow_job(
-    loom: LoomClient, job_id: str, learner: int | None = None, *, metrics: bool = False
+    loom: LoomClient,
+    job_id: str,
+    learner: int | None = None,
+    *,
+    metrics: bool = False,
+    grep: re.Pattern[str] | None = None,
+    pos: int = 0,
+    pagesize: int = 10_000,
+    only_new: bool = False,
+    after: dict[str, Any] | None = None,
 ) -> str:
-    """Print the job's lines (and metric points) as they arrive; returns its final state."""
-    learners = loom.job(job_id).get("learners", 1)
-    for kind, data in loom.follow(job_id, learner=learner, metrics=metrics):
-        prefix = f"[{data.get('learner')}] " if learners > 1 and learner is None else ""
+    """Print the job's lines (and metric points) as they arrive, and on standard error each
+    change of its state with its reason (why it waits, what it does); returns its final state.
+    Lines start at `pos` (`-1` with `pagesize` N: the last N), or after the line `after`."""
+    several = loom.job(job_id).get("learners", 1) > 1 and learner is None
+    seen = after["id"] if after else (None if not only_new else _last_id(loom, job_id))
+    stream = loom.follow(
+        job_id, learner=learner, pos=pos, pagesize=pagesize, metrics=metrics, states=True
+    )
+    told = ""  # the last state message printed: a state that keeps it is printed bare
+    for kind, data in stream:
         if kind == "line":
-            sys.stdout.write(prefix + data["line"] + "\n")
-            sys.stdout.flush()
+            if seen is None or data["id"] > seen:
+                _print_line(data, several, grep)
         elif kind == "metric":
+            prefix = f"[{data.get('learner')}] " if several else ""
             values = " ".join(f"{k}={_short(v)}" for k, v in data["values"].items())
             step = f" step {data['step']}" if data["step"] is not None else ""
             console.print(f"{prefix}[dim]▸ {data['group']}{step}: {values}[/dim]", highlight=False)
+        elif kind == "state":
+            message = data.get("message") or ""
+            said = f": {message}" if message and message != told else ""
+            told = message
+            err.print(f"[dim]▸ {_styled(data['state'])}{said}[/dim]", highlight=False)
         elif kind == "end":
             return str(data.get("state"))
     return str(loom.job(job_id)["state"])
+
+
+def _last_id(loom: LoomClient, job_id: str) -> int:
+    last = loom.logs(job_id, pos=-1, pagesize=1)
+    return int(last[-1]["id"]) if last else 0
 
 
 def _short(value: Any) -> str:
@@ -69,11 +96,15 @@ def train(
     manifest: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
     code: Annotated[Path, typer.Argument(help="the model code: a folder or a zip")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="stream the logs")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print only the job's id")] = False,
 ) -> None:
     """Submit a training job."""
     with client() as loom:
         job_id = loom.submit(manifest.read_bytes(), _zip_code(code))
-        console.print(f"Submitted [bold]{job_id}[/bold]")
+        if quiet:
+            sys.stdout.write(job_id + "\n")
+        else:
+            console.print(f"Submitted [bold]{job_id}[/bold]")
         if not follow:
             return
         follow_job(loom, job_id, metrics=True)
@@ -88,30 +119,40 @@ def list_jobs(
     limit: int = 50,
     owner: Annotated[str | None, typer.Option(help="admins: this user's jobs")] = None,
     everyone: Annotated[bool, typer.Option("--all", help="admins: every user's jobs")] = False,
+    fmt: OutputOpt = Format.TABLE,
 ) -> None:
     """List your jobs, newest first."""
     with client() as loom:
         page = loom.jobs(state=state, limit=limit, owner=owner, everyone=everyone)
-    table = Table("ID", "NAME", "OWNER", "STATE", "SUBMITTED", "WHY QUEUED / STATUS")
-    for job in page["jobs"]:
-        note = job.get("queue_reason") or job.get("status_message") or ""
-        row = (job["id"], job["name"], job.get("owner") or "", _styled(job["state"]))
-        table.add_row(*row, job["submitted_at"], note[:60])
-    console.print(table)
-    if page["total"] > len(page["jobs"]):
+    emit(fmt, page, lambda wide: _jobs_table(page, wide))
+    if fmt in (Format.TABLE, Format.WIDE) and page["total"] > len(page["jobs"]):
         more = "" if page.get("total_exact", True) else "+"
         console.print(f"{len(page['jobs'])} of {page['total']:,}{more} jobs shown")
 
 
-def show(
-    job_id: str, as_json: Annotated[bool, typer.Option("--json", help="raw JSON")] = False
-) -> None:
-    """Show a job: state, history, learners, manifest."""
+def _jobs_table(page: dict[str, Any], wide: bool) -> Table:
+    jobs = page["jobs"]
+    columns: list[Column | str] = [whole("ID", [j["id"] for j in jobs]), "NAME", "OWNER"]
+    columns += ["STATE", "SUBMITTED"]
+    columns += ["LEARNERS", "ATTEMPT"] if wide else []
+    table = Table(*columns, "WHY QUEUED / STATUS")
+    for job in jobs:
+        note = job.get("queue_reason") or job.get("status_message") or ""
+        row = [job["id"], job["name"], job.get("owner") or "", _styled(job["state"])]
+        row += [job["submitted_at"]]
+        row += [str(job.get("learners", "")), str(job.get("attempt", ""))] if wide else []
+        table.add_row(*row, note if wide else note[:60])
+    return table
+
+
+def show(job_id: str, fmt: OutputOpt = Format.TABLE, as_json: JsonOpt = False) -> None:
+    """Show a job: state, history, learners."""
     with client() as loom:
         job = loom.job(job_id)
-    if as_json:
-        console.print_json(json.dumps(job))
-        return
+    emit(chosen(fmt, as_json), job, lambda wide: _show_job(job, wide))
+
+
+def _show_job(job: dict[str, Any], wide: bool) -> None:
     console.print(f"[bold]{job['id']}[/bold] {job['name']} — {_styled(job['state'])}")
     if job.get("error_code"):
         console.print(f"error {job['error_code']}: {job['status_message']}")
@@ -119,33 +160,59 @@ def show(
         console.print(f"queued: {job['queue_reason']}")
     table = Table("STATE", "AT", "MESSAGE", title="history")
     for event in job["history"]:
-        table.add_row(event["state"], event["at"], event["message"][:80])
+        table.add_row(
+            event["state"], event["at"], event["message"] if wide else event["message"][:80]
+        )
     console.print(table)
     learners = Table("LEARNER", "ATTEMPT", "STATE", "EXIT", "MESSAGE", title="learners")
     for lr in job["learner_status"]:
         exit_code = "" if lr["exit_code"] is None else str(lr["exit_code"])
-        learners.add_row(
-            str(lr["learner"]), str(lr["attempt"]), lr["state"], exit_code, lr["message"][:60]
-        )
+        message = lr["message"] if wide else lr["message"][:60]
+        learners.add_row(str(lr["learner"]), str(lr["attempt"]), lr["state"], exit_code, message)
     console.print(learners)
 
 
 def logs(
     job_id: str,
-    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
-    learner: Annotated[int | None, typer.Option("--learner", "-l")] = None,
-    pos: int = 0,
-    pagesize: int = 10_000,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="go on with new lines")] = False,
+    learner: Annotated[int | None, typer.Option("--learner", "-l", help="one learner's")] = None,
+    tail: Annotated[
+        int | None, typer.Option("--tail", "-n", min=0, help="the last N lines")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="lines from this time: ISO-8601 or epoch milliseconds")
+    ] = None,
+    grep: Annotated[str | None, typer.Option("--grep", "-g", help="lines matching a regex")] = None,
 ) -> None:
-    """Print a job's log lines; `-f` follows them live until the job ends."""
+    """Print a job's log lines, all of them (paged), or the last --tail; -f follows them live
+    until the job ends, with its state changes on standard error."""
+    try:
+        wanted = re.compile(grep) if grep else None
+    except re.error as exc:
+        err.print(f"[red]error:[/red] --grep: not a regular expression ({exc})")
+        raise typer.Exit(2) from exc
     with client() as loom:
-        if follow:
-            follow_job(loom, job_id, learner)
+        if follow and since is None:  # `--tail N -f`: the last N lines, then the new ones
+            pos, size = (-1, tail) if tail else (0, 10_000)
+            follow_job(
+                loom, job_id, learner, grep=wanted, pos=pos, pagesize=size, only_new=tail == 0
+            )
             return
-        learners = loom.job(job_id).get("learners", 1)
-        for line in loom.logs(job_id, pos=pos, pagesize=pagesize, learner=learner):
-            prefix = f"[{line['learner']}] " if learners > 1 and learner is None else ""
-            sys.stdout.write(prefix + line["line"] + "\n")
+        several = loom.job(job_id).get("learners", 1) > 1 and learner is None
+        last = None
+        for line in loom.all_logs(job_id, since=since, learner=learner, tail=tail):
+            _print_line(line, several, wanted)
+            last = line
+        if follow:  # after --since: on from the last line printed
+            follow_job(loom, job_id, learner, grep=wanted, after=last)
+
+
+def _print_line(line: dict[str, Any], several: bool, wanted: re.Pattern[str] | None) -> None:
+    if wanted is not None and wanted.search(line["line"]) is None:
+        return
+    prefix = f"[{line['learner']}] " if several else ""
+    sys.stdout.write(prefix + line["line"] + "\n")
+    sys.stdout.flush()
 
 
 def halt(job_id: str) -> None:

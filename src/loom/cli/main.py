@@ -16,7 +16,6 @@ from loom.cli.server import serve, server
 app = typer.Typer(
     help="Loom: submit, run and follow deep-learning training jobs; serve their models.",
     no_args_is_help=True,
-    add_completion=False,
 )
 
 
@@ -36,6 +35,14 @@ def options(
             help="CA bundle (PEM) that the platform's HTTPS certificate is checked against",
         ),
     ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option("--url", envvar="LOOM_URL", help="the platform's address (else LOOM_URL)"),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", envvar="LOOM_TOKEN", help="your API token (else LOOM_TOKEN)"),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -44,6 +51,9 @@ def options(
     ] = False,
 ) -> None:
     """Loom: submit, run and follow deep-learning training jobs; serve their models."""
+    for name, value in (("LOOM_URL", url), ("LOOM_TOKEN", token)):
+        if value:
+            os.environ[name] = value  # what every client of this command uses
     if cacert:
         os.environ["LOOM_CA_BUNDLE"] = cacert  # what every client of this command trusts
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +9,7 @@ import typer
 from rich.table import Table
 
 from loom.cli.common import client, console
+from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
 
 app = typer.Typer(help="The model registry: versions of trained models.", no_args_is_help=True)
 
@@ -29,31 +29,35 @@ def _version_row(table: Table, v: dict[str, Any]) -> None:
 
 
 @app.command("list")
-def list_models() -> None:
+def list_models(fmt: OutputOpt = Format.TABLE) -> None:
     """Your models."""
     with client() as loom:
         models = loom.models()
-    table = Table("NAME", "VERSIONS", "LATEST", "ALIASES")
+    emit(fmt, models, lambda _wide: _models_table(models))
+
+
+def _models_table(models: list[dict[str, Any]]) -> Table:
+    table = Table(whole("NAME", [m["name"] for m in models]), "VERSIONS", "LATEST", "ALIASES")
     for m in models:
         aliases = " ".join(f"{a}→{v}" for a, v in sorted(m["aliases"].items()))
         table.add_row(m["name"], str(m["versions"]), str(m["latest_version"]), aliases)
-    console.print(table)
+    return table
 
 
 @app.command("show")
-def show(
-    name: str, as_json: Annotated[bool, typer.Option("--json", help="raw JSON")] = False
-) -> None:
+def show(name: str, fmt: OutputOpt = Format.TABLE, as_json: JsonOpt = False) -> None:
     """A model's versions with their provenance and final metrics."""
     with client() as loom:
         model = loom.model(name)
-    if as_json:
-        console.print_json(json.dumps(model))
-        return
-    table = Table("VERSION", "ALIASES", "JOB", "FINAL METRICS", "FILES", title=name)
+    emit(chosen(fmt, as_json), model, lambda _wide: _versions_table(name, model))
+
+
+def _versions_table(name: str, model: dict[str, Any]) -> Table:
+    jobs = whole("JOB", [v["provenance"]["job_id"] for v in model["version_list"]])
+    table = Table("VERSION", "ALIASES", jobs, "FINAL METRICS", "FILES", title=name)
     for version in model["version_list"]:
         _version_row(table, version)
-    console.print(table)
+    return table
 
 
 @app.command("best")

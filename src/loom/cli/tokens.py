@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 
 from loom.cli.common import client, console
+from loom.cli.output import Format, OutputOpt, emit
 
 app = typer.Typer(help="Your API tokens: list, create, revoke, rotate.", no_args_is_help=True)
 
@@ -36,10 +37,11 @@ def print_new(made: dict[str, Any]) -> None:
 
 
 @app.command("list")
-def list_tokens() -> None:
+def list_tokens(fmt: OutputOpt = Format.TABLE) -> None:
     """List your tokens (not revoked ones, nor your jobs' learner tokens)."""
     with client() as loom:
-        console.print(token_table(loom.tokens()))
+        tokens = loom.tokens()
+    emit(fmt, tokens, lambda _wide: token_table(tokens))
 
 
 @app.command("create")

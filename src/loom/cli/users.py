@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from loom.cli.common import client, console
+from loom.cli.output import Format, OutputOpt, emit, whole
 from loom.cli.tokens import token_table
 
 app = typer.Typer(help="Manage users (admins only).", no_args_is_help=True)
@@ -39,14 +40,18 @@ def quota(
 
 
 @app.command("list")
-def list_users() -> None:
+def list_users(fmt: OutputOpt = Format.TABLE) -> None:
     """List users."""
     with client() as loom:
         users = loom.users()
-    table = Table("NAME", "ADMIN", "CREATED")
+    emit(fmt, users, lambda _wide: _users_table(users))
+
+
+def _users_table(users: list[dict[str, Any]]) -> Table:
+    table = Table(whole("NAME", [u["name"] for u in users]), "ADMIN", "CREATED")
     for user in users:
         table.add_row(user["name"], "yes" if user["admin"] else "", user["created_at"])
-    console.print(table)
+    return table
 
 
 @app.command("delete")

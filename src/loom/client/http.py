@@ -29,6 +29,9 @@ def _home() -> Path:
     return Path(os.environ.get("LOOM_HOME", "~/.loom")).expanduser()
 
 
+LOG_PAGE = 10_000  # the most lines the API gives in one page
+
+
 def discover(home: Path | None = None) -> tuple[str, str | None]:
     """The URL and token: `LOOM_URL`/`LOOM_TOKEN` if set, else what the server wrote to home."""
     home = home or _home()
@@ -214,26 +217,66 @@ class LoomClient(AccountCalls):
         ).json()["lines"]
         return lines
 
+    def all_logs(
+        self,
+        job_id: str,
+        *,
+        since: str | None = None,
+        learner: int | None = None,
+        tail: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every line of a job (or its last `tail`), in order, a page of 10,000 at a time."""
+        if tail is not None:
+            yield from self._tail(job_id, tail, since, learner)
+            return
+        page = self.logs(job_id, pagesize=LOG_PAGE, since=since, learner=learner)
+        while page:
+            yield from page
+            if len(page) < LOG_PAGE:
+                return
+            after = page[-1]["id"]
+            page = self.logs(job_id, pagesize=LOG_PAGE, since=since, learner=learner, after=after)
+
+    def _tail(
+        self, job_id: str, count: int, since: str | None, learner: int | None
+    ) -> Iterator[dict[str, Any]]:
+        pages: list[list[dict[str, Any]]] = []
+        while count > 0:  # backwards from the end, then printed in order
+            size = min(count, LOG_PAGE)
+            back = sum(len(p) for p in pages)
+            page = self.logs(job_id, pos=-1 - back, pagesize=size, since=since, learner=learner)
+            pages.insert(0, page)
+            count -= size
+            if len(page) < size:
+                break
+        for page in pages:
+            yield from page
+
     def follow(
         self,
         job_id: str,
         *,
         learner: int | None = None,
         pos: int = 0,
+        pagesize: int = 10_000,
         metrics: bool = False,
+        states: bool = False,
         reconnect_s: float = 60.0,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Server-sent events as (`line`|`metric`|`end`, data) until the job ends.
+        """Server-sent events as (`line`|`metric`|`state`|`end`, data) until the job ends.
 
-        With `metrics`, the stream carries metric points as well as log lines. If the
+        With `metrics`, the stream carries metric points as well as log lines; with `states`,
+        each change of the job's state and of its reason (`{"state", "message"}`). If the
         connection drops (a restart of the platform, say), it reconnects with `Last-Event-ID`
-        for up to `reconnect_s` seconds, so nothing is missed or repeated.
+        for up to `reconnect_s` seconds, so nothing is missed or repeated. Lines start at
+        `pos` (FfDL's; `pos=-1, pagesize=N`: the last N lines, then what comes).
         """
         last_id: str | None = None
         gave_up = time.monotonic() + reconnect_s
         while True:
             try:
-                for event_id, kind, data in self._events(job_id, learner, pos, metrics, last_id):
+                events = self._events(job_id, learner, (pos, pagesize), (metrics, states), last_id)
+                for event_id, kind, data in events:
                     last_id = event_id or last_id
                     gave_up = time.monotonic() + reconnect_s
                     yield kind, data
@@ -248,13 +291,21 @@ class LoomClient(AccountCalls):
                 time.sleep(0.5)
 
     def _events(
-        self, job_id: str, learner: int | None, pos: int, metrics: bool, last_id: str | None
+        self,
+        job_id: str,
+        learner: int | None,
+        window: tuple[int, int],  # (pos, pagesize) of the lines before the live ones
+        wanted: tuple[bool, bool],  # (metrics, states)
+        last_id: str | None,
     ) -> Iterator[tuple[str | None, str, dict[str, Any]]]:
+        metrics, states = wanted
         params: dict[str, Any] = {"follow": "true"}
+        if states:
+            params["states"] = "true"
         if learner is not None:
             params["learner"] = learner
         if not metrics:
-            params.update(pos=pos, pagesize=10_000)
+            params.update(pos=window[0], pagesize=window[1])
         headers = {"Last-Event-ID": last_id} if last_id else {}
         path = f"/v1/jobs/{job_id}/{'metrics' if metrics else 'logs'}"
         timeout = httpx.Timeout(60.0, read=None)

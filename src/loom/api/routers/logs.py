@@ -50,11 +50,14 @@ def logs(
     learner: Annotated[int | None, Query(ge=1, le=100_000)] = None,
     after: After = None,
     follow: bool = False,
+    states: Annotated[
+        bool, Query(description="with follow: the job's state changes and their reasons too")
+    ] = False,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Any:
     """A page of log lines; with `follow=true`, the lines as a server-sent event stream."""
     owned_job(loom, user, job_id)
-    wanted = Wanted(lines=True, points=False, learner=learner)
+    wanted = Wanted(lines=True, points=False, learner=learner, states=states)
     if follow and last_event_id:
         return stream.response(stream.follow(loom, job_id, Cursor.parse(last_event_id), wanted))
     query = LogQuery(pos, pagesize, parse_since(since), learner, after)

@@ -45,6 +45,9 @@ def metrics(
     form: Form = Form.POINTS,
     follow: bool = False,
     lines: Annotated[bool, Query(description="with follow: the log lines too")] = True,
+    states: Annotated[
+        bool, Query(description="with follow: the job's state changes and their reasons too")
+    ] = False,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Any:
     """Points (`form=points`), `{group: {name: {steps, values}}}` (`form=series`) or FfDL's
@@ -52,7 +55,7 @@ def metrics(
     owned_job(loom, user, job_id)
     if follow:
         cursor = Cursor.parse(last_event_id) if last_event_id else Cursor()
-        wanted = Wanted(lines=lines, points=True, learner=learner)
+        wanted = Wanted(lines=lines, points=True, learner=learner, states=states)
         return stream.response(stream.follow(loom, job_id, cursor, wanted))
     query = MetricQuery(
         pos=pos,

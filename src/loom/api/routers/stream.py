@@ -2,7 +2,9 @@
 
 Every event's id is the stream's cursor after it, `<line id>.<point id>`: a client that
 reconnects with `Last-Event-ID` gets exactly what it had not seen. The stream ends with an
-`end` event once the job has ended and everything stored has been sent.
+`end` event once the job has ended and everything stored has been sent. Asked for, `state`
+events (no id: a reconnect gets the current state again) tell each change of the job's state
+and of why it waits or what it is doing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from loom.tds.logs import line_json
 from loom.tds.metrics import point_json
 
 KEEPALIVE_S = 15.0
+STATE_POLL_S = 1.0  # how often a stream that carries state changes looks for one
 _CURSOR = re.compile(r"^([0-9]{1,18})(?:\.([0-9]{1,18}))?$")
 CHUNK = 1000
 
@@ -50,6 +53,7 @@ class Wanted:
     lines: bool = True
     points: bool = False
     learner: int | None = None
+    states: bool = False  # the job's state changes (with why it waits) as `state` events
 
 
 def _event(kind: str, data: dict[str, Any], cursor: Cursor | None = None) -> str:
@@ -57,10 +61,14 @@ def _event(kind: str, data: dict[str, Any], cursor: Cursor | None = None) -> str
     return f"{head}event: {kind}\ndata: {json.dumps(data)}\n\n"
 
 
-def _job_state(loom: Platform, job_id: str) -> str | None:
+def _job_state(loom: Platform, job_id: str) -> tuple[str | None, str]:
+    """The job's state and what it says about it: why it waits, or its status message."""
     with loom.db.session() as session:
         job = job_rows.get_job(session, job_id)
-        return job.state if job is not None else None
+        if job is None:
+            return None, ""
+        note = job.queue_reason if job.state == "QUEUED" else job.status_message
+        return job.state, note or ""
 
 
 def _next(loom: Platform, job_id: str, cursor: Cursor, wanted: Wanted) -> list[tuple[str, Any]]:
@@ -85,8 +93,12 @@ async def follow(
         cursor.line = line["id"]
         yield _event("line", line, cursor)
     last_write = time.monotonic()
+    told: tuple[str | None, str] | None = None
     while True:
-        state = await anyio.to_thread.run_sync(_job_state, loom, job_id)
+        state, note = await anyio.to_thread.run_sync(_job_state, loom, job_id)
+        if wanted.states and state is not None and (state, note) != told:
+            told = (state, note)
+            yield _event("state", {"state": state, "message": note})
         events = await anyio.to_thread.run_sync(_next, loom, job_id, cursor, wanted)
         for kind, row in events:
             if kind == "line":
@@ -101,7 +113,7 @@ async def follow(
         if state is None or state in TERMINAL_STATES:
             yield _event("end", {"job_id": job_id, "state": state or "DELETED"})
             return
-        await loom.signals.wait(job_id, timeout=KEEPALIVE_S)
+        await loom.signals.wait(job_id, timeout=STATE_POLL_S if wanted.states else KEEPALIVE_S)
         if time.monotonic() - last_write >= KEEPALIVE_S:
             last_write = time.monotonic()
             yield ": keep-alive\n\n"
