@@ -117,6 +117,41 @@ def test_follow_says_why_a_job_waits(tmp_path: Path) -> None:
         srv.stop()
 
 
+def test_metrics_of_two_jobs_compared(server: Server, tmp_path: Path) -> None:
+    """`loom metrics A B --log --smooth 0.5` draws each job's train and test loss in one chart,
+    after a table of each job's latest values."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "fit.py").write_text(
+        "import sys\n"
+        "from loom import tracking\n"
+        "rate = float(sys.argv[1])\n"
+        "for step in range(1, 21):\n"
+        "    tracking.log_metrics(step=step, group='train', loss=1 / (rate * step))\n"
+        "    tracking.log_metrics(step=step, group='test', loss=1.2 / (rate * step))\n"
+    )
+    ids = []
+    for rate in (1, 3):
+        (code / "m.yml").write_text(manifest(f"python fit.py {rate}", name=f"fit-{rate}"))
+        submitted = loom(server, "train", "-q", str(code / "m.yml"), str(code))
+        ids.append(submitted.stdout.strip())
+    for job_id in ids:
+        for _ in range(600):
+            if (
+                json.loads(loom(server, "show", job_id, "-o", "json").stdout)["state"]
+                == "COMPLETED"
+            ):
+                break
+            time.sleep(0.1)
+    drawn = loom(server, "metrics", *ids, "--log", "--smooth", "0.5")
+    assert drawn.returncode == 0, drawn.stderr
+    for job_id in ids:
+        assert f"{job_id}:train/loss" in drawn.stdout and f"{job_id}:test/loss" in drawn.stdout
+    assert "loss (log scale)" in drawn.stdout
+    one = loom(server, "metrics", ids[0], "--metric", "nope")
+    assert "no metric 'nope' to chart" in one.stdout
+
+
 def test_failed_job_exits_non_zero(server: Server, tmp_path: Path) -> None:
     """train --follow of a failing job prints FAILED and exits 1."""
     code = tmp_path / "code"

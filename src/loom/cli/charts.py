@@ -1,16 +1,20 @@
-"""Small terminal renderings of metrics: the latest values per group, and a chart over steps."""
+"""Terminal renderings of metrics: the latest values per group, and charts over steps (drawn
+by plotext: several series overlaid, log scale, smoothing)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
+import plotext as plt  # type: ignore[import-untyped]
 from rich.table import Table
 
 Series = dict[str, dict[str, dict[str, list[Any]]]]
 
 
-def latest_table(series: Series) -> Table:
-    table = Table("GROUP", "METRIC", "STEP", "LATEST", "MIN", "MAX", "POINTS")
+def latest_table(series: Series, title: str | None = None) -> Table:
+    table = Table("GROUP", "METRIC", "STEP", "LATEST", "MIN", "MAX", "POINTS", title=title)
     for group, names in sorted(series.items()):
         for name, line in sorted(names.items()):
             values = [v for v in line["values"] if v is not None]
@@ -28,39 +32,96 @@ def latest_table(series: Series) -> Table:
     return table
 
 
-def pick(series: Series, metric: str | None, group: str | None) -> tuple[str, str] | None:
-    """The (group, metric) to chart: the one asked for, else a loss, else the first."""
-    pairs = [(g, n) for g, names in sorted(series.items()) for n in sorted(names)]
-    if group is not None:
-        pairs = [p for p in pairs if p[0] == group]
+def pick(found: list[Series], metric: str | None, group: str | None) -> str | None:
+    """The metric to chart: the one asked for, else a loss, else the first there is."""
+    names = sorted(
+        {n for series in found for g, names in series.items() if group in (None, g) for n in names}
+    )
     if metric is not None:
-        pairs = [p for p in pairs if p[1] == metric]
-    losses = [p for p in pairs if "loss" in p[1]]
-    chosen = losses or pairs
+        return metric if metric in names else None
+    losses = [n for n in names if "loss" in n]
+    chosen = losses or names
     return chosen[0] if chosen else None
 
 
-def chart(steps: list[int], values: list[float | None], width: int = 60, height: int = 10) -> str:
-    """An ASCII chart of values over steps, with the value range on the left."""
-    points = [(s, v) for s, v in zip(steps, values, strict=True) if v is not None]
-    if not points:
-        return "(no values)"
-    low, high = min(v for _, v in points), max(v for _, v in points)
-    first, last = min(s for s, _ in points), max(s for s, _ in points)
-    span_x, span_y = max(last - first, 1), (high - low) or 1.0
-    grid = [[" "] * width for _ in range(height)]
-    for step, value in points:
-        x = min(int((step - first) / span_x * (width - 1)), width - 1)
-        y = min(int((value - low) / span_y * (height - 1)), height - 1)
-        grid[height - 1 - y][x] = "•"
-    label = max(len(f"{high:.4g}"), len(f"{low:.4g}"))
-    rows = []
-    for i, row in enumerate(grid):
-        tick = f"{high:.4g}" if i == 0 else f"{low:.4g}" if i == height - 1 else ""
-        rows.append(f"{tick:>{label}} │{''.join(row)}")
-    rows.append(" " * label + " └" + "─" * width)
-    rows.append(" " * label + f"  step {first}" + f"step {last}".rjust(width - 6 - len(str(first))))
-    return "\n".join(rows)
+def lines_of(found: dict[str, Series], metric: str, group: str | None) -> list[Line]:
+    """That metric in every group that has it (train and test, say), of each job; labelled by
+    group, and by job too when there are several."""
+    several = len(found) > 1
+    return [
+        Line(f"{job}:{g}/{metric}" if several else f"{g}/{metric}", *_xy(series[g][metric]))
+        for job, series in found.items()
+        for g in sorted(series)
+        if metric in series[g] and group in (None, g)
+    ]
+
+
+def _xy(line: dict[str, list[Any]]) -> tuple[list[Any], list[float | None]]:
+    return line["steps"], line["values"]
+
+
+@dataclass(frozen=True)
+class Line:
+    """One series to draw: its label (`train/loss`, or `job:train/loss` when comparing)."""
+
+    label: str
+    steps: list[Any]
+    values: list[float | None]
+
+
+COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "white")
+
+
+def smoothed(values: list[float | None], weight: float) -> list[float | None]:
+    """TensorBoard's smoothing: an exponential moving average, debiased so the curve starts at
+    the first value. `weight` 0 draws the values as they are, 0.99 a very smooth curve."""
+    if weight <= 0:
+        return list(values)
+    out: list[float | None] = []
+    average, count = 0.0, 0
+    for value in values:
+        if value is None or math.isnan(value):  # a gap stays a gap
+            out.append(None)
+            continue
+        average = average * weight + (1 - weight) * value
+        count += 1
+        out.append(average / (1 - weight**count))
+    return out
+
+
+def plot(
+    lines: list[Line],
+    *,
+    title: str = "",
+    log_y: bool = False,
+    smooth: float = 0.0,
+    width: int = 80,
+    height: int = 16,
+) -> str:
+    """The lines overlaid in one chart (plotext, braille dots, a legend), as text with ANSI
+    colours. With `log_y`, values ≤ 0 are left out (a log scale cannot show them)."""
+    plt.clear_figure()
+    plt.theme("clear")
+    plt.plotsize(width, height)
+    drawn = 0
+    for n, line in enumerate(lines):
+        points = [
+            (step, value)
+            for step, value in zip(line.steps, smoothed(line.values, smooth), strict=True)
+            if value is not None and (value > 0 or not log_y)
+        ]
+        if points:
+            xs, ys = zip(*points, strict=True)
+            color = COLORS[n % len(COLORS)]
+            plt.plot(list(xs), list(ys), label=line.label, marker="braille", color=color)
+            drawn += 1
+    if not drawn:
+        return "(no values to draw)"
+    if log_y:
+        plt.yscale("log")
+    plt.title(title)
+    plt.xlabel("step")
+    return str(plt.build())
 
 
 def merge(series: Series, point: dict[str, Any]) -> None:
