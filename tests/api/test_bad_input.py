@@ -163,6 +163,18 @@ def test_a_nul_is_named_where_it_is(srv: Server) -> None:
     assert answer.json()["field"] == "name" and "NUL" in answer.json()["error"]
 
 
+def test_a_job_bigger_than_the_platform_is_refused(srv: Server) -> None:
+    """64 CPUs on this machine: a 400 naming `cpus`, with what it has, and nothing queued."""
+    headers = {"Authorization": f"Bearer {srv.admin_token}"}
+    before = httpx.get(f"{srv.url}/v1/jobs", headers=headers).json()["total"]
+    answer = post_job(srv, manifest("true", cpus=64), GOOD_ZIP)
+    assert answer.status_code == 400, answer.text
+    body = answer.json()
+    assert body["field"] == "cpus" and body["code"] == "S100"
+    assert "needs 64 CPUs" in body["error"] and "in total" in body["error"]
+    assert httpx.get(f"{srv.url}/v1/jobs", headers=headers).json()["total"] == before
+
+
 def test_bad_action_and_since(srv: Server) -> None:
     """An unknown PATCH action or an unreadable `since` is a 400 naming it."""
     headers = {"Authorization": f"Bearer {srv.admin_token}"}

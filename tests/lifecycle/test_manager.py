@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from loom.domain.errors import InvalidInput
 from loom.domain.manifest import load_manifest
 from loom.domain.resources import Resources
 from loom.launchers.fake import FakeLauncher
@@ -138,15 +139,27 @@ def test_halt_queued_and_running(rig: Rig) -> None:
     assert rig.state(running) == "HALTED"
 
 
-def test_impossible_job_fails_with_s100(rig: Rig) -> None:
-    """A job that can never fit fails with FfDL's insufficient-resources code."""
-    job_id = rig.submit(cpus=64)
+def test_impossible_job_is_refused_at_submission(rig: Rig) -> None:
+    """A job bigger than the whole platform is a 400 naming the field, never queued."""
+    with pytest.raises(InvalidInput) as caught:
+        rig.submit(cpus=64)
+    assert caught.value.field == "cpus" and "needs 64 CPUs" in caught.value.message
+    assert caught.value.code is not None and caught.value.code.value == "S100"
+    with rig.db.session() as session:
+        assert job_rows.list_jobs(session).total == 0
+
+
+def test_a_job_the_platform_shrank_under_fails_with_s100(rig: Rig) -> None:
+    """A queued job that no longer fits the whole platform (it shrank) fails with FfDL's
+    insufficient-resources code."""
+    job_id = rig.submit(cpus=2)
+    rig.launcher._capacity = Resources(1, rig.launcher._capacity.memory, 0)
     rig.manager.step()
     with rig.db.session() as session:
         job = job_rows.get_job(session, job_id)
         assert job is not None
         assert (job.state, job.error_code) == ("FAILED", "S100")
-        assert "64 CPUs" in job.status_message
+        assert "2 CPUs" in job.status_message
 
 
 def test_launch_failure_is_a_platform_failure(tmp_path: Path) -> None:
@@ -367,7 +380,10 @@ def test_a_pass_reads_the_queue_only_up_to_its_horizon(
     running = rig.submit(cpus=2)
     rig.manager.step()
     queued = [rig.submit(cpus=1) for _ in range(12)]
+    room = rig.launcher._capacity
+    rig.launcher._capacity = Resources(64, room.memory, room.gpus)  # accepted, then shrunk
     impossible = rig.submit(cpus=64)
+    rig.launcher._capacity = room
     rig.manager.step()
 
     def reason(job_id: str) -> str:

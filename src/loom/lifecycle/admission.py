@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from loom.domain.errors import ManifestError, TooManyRequests
+from loom.domain.errors import ErrorCode, InvalidInput, ManifestError, TooManyRequests
 from loom.domain.manifest import Manifest
 from loom.domain.resources import Resources
 from loom.domain.states import TERMINAL_STATES, JobState
@@ -88,6 +88,25 @@ def max_priority(user: User, settings: Settings) -> int:
     """The highest priority the user's jobs may ask for: their own maximum, else the
     platform's (LOOM_MAX_PRIORITY)."""
     return user.max_priority if user.max_priority is not None else settings.max_priority
+
+
+def check_fits(manifest: Manifest, capacity: Resources) -> None:
+    """Refuse at submission a job whose learners together need more than the whole platform:
+    it could never start. (If the platform shrinks later, the scheduler fails such jobs.)"""
+    per, learners = manifest.per_learner, manifest.learners
+    need = per.times(learners)
+    if need.fits_in(capacity):
+        return
+    field = (
+        "gpus" if need.gpus > capacity.gpus else "cpus" if need.cpus > capacity.cpus else "memory"
+    )
+    gang = f" ({learners} learners)" if learners > 1 else ""
+    short = need.shortfall(capacity).replace(" free", " in total")
+    raise InvalidInput(
+        f"{field}: the job can never start here{gang}: it {short} on this platform",
+        field=field,
+        code=ErrorCode.INSUFFICIENT_RESOURCES,
+    )
 
 
 def check_queue_room(session: Session, owner: User, limit: int | None) -> None:

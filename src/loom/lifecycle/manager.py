@@ -33,7 +33,7 @@ from loom.domain.states import (
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
 from loom.lifecycle import queue_pass
-from loom.lifecycle.admission import check_host_paths, check_queue_room, holdings
+from loom.lifecycle.admission import check_fits, check_host_paths, check_queue_room, holdings
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.scheduler import (
     allocate_devices,
@@ -170,6 +170,7 @@ class LifecycleManager:
         """Queue a job; `original` is the manifest mapping as the user wrote it. It is stored
         with its credentials redacted; they are stored sealed."""
         check_host_paths(manifest, self.settings.host_mount_roots)
+        check_fits(manifest, self.launcher.capacity())
         with self._session() as session:  # before storing the code, to refuse cheaply
             check_queue_room(session, owner, self.settings.max_queued_jobs)
         digest = self.artifacts.put(code)
