@@ -222,6 +222,25 @@ def test_deployment_keys_and_public(server: Server, model_zip: bytes) -> None:
     assert loom(server, "deployments", "delete", "cli-open").returncode == 0
 
 
+def test_a_bad_manifest_is_told_before_anything_is_sent(tmp_path: Path) -> None:
+    """The CLI checks the manifest itself: a misspelt field gets "did you mean", bad YAML its
+    file, line and column; no server is needed for either."""
+    env = {**os.environ, "LOOM_HOME": str(tmp_path), "LOOM_URL": "http://127.0.0.1:9"}
+    typo = tmp_path / "typo.yml"
+    typo.write_text("name: x\nlearnrs: 2\nframework: {name: python, command: c}\n")
+    broken = tmp_path / "broken.yml"
+    broken.write_text("name: x\nframework:\n  name: python\n command: c\n")
+    said = []
+    for path in (typo, broken):
+        run = [sys.executable, "-m", "loom", "train", str(path), str(tmp_path)]
+        done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2, done.stderr
+        said.append(" ".join(done.stderr.split()))
+    assert "unknown field `learnrs` (value 2); did you mean `learners`?" in said[0]
+    assert f"{broken} is not valid YAML: line 4, column 2: did not find expected key" in said[1]
+    assert "cannot reach" not in " ".join(said)
+
+
 def test_version_and_the_hint_when_no_server_answers(tmp_path: Path) -> None:
     """`loom --version` needs no server; a command with none to reach says how to start one."""
     env = {**os.environ, "LOOM_HOME": str(tmp_path), "LOOM_URL": "http://127.0.0.1:9"}

@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Column, Table
 
 from loom.cli.common import client, console, err
 from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
 from loom.client import LoomClient
 from loom.client.archive import zip_folder
+from loom.domain.errors import ManifestError
+from loom.domain.manifest import load_manifest
 from loom.domain.states import TERMINAL_STATES
 
 STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "HALTED": "yellow", "QUEUED": "cyan"}
@@ -99,8 +102,14 @@ def train(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print only the job's id")] = False,
 ) -> None:
     """Submit a training job."""
+    text = manifest.read_bytes()
+    try:  # here first: a typo is told before the code is zipped and sent
+        load_manifest(text, source=str(manifest))
+    except ManifestError as exc:
+        err.print(f"[red]error:[/red] {escape(exc.message)}", highlight=False)
+        raise typer.Exit(2) from exc
     with client() as loom:
-        job_id = loom.submit(manifest.read_bytes(), _zip_code(code))
+        job_id = loom.submit(text, _zip_code(code))
         if quiet:
             sys.stdout.write(job_id + "\n")
         else:

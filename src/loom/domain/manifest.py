@@ -394,18 +394,35 @@ def _describe(error: Any) -> tuple[str, str]:
     return field, f"field `{field}`: {message}, got {shown}"
 
 
-def load_manifest(text: str | bytes) -> tuple[Manifest, dict[str, Any]]:
+def load_manifest(
+    text: str | bytes, source: str = "the manifest"
+) -> tuple[Manifest, dict[str, Any]]:
     """Parse and validate a YAML manifest: the model, and the mapping as the user wrote it
-    (what the platform stores, so that `1Gb` stays `1Gb`). Raises `ManifestError`."""
+    (what the platform stores, so that `1Gb` stays `1Gb`). Raises `ManifestError`; YAML's own
+    errors name `source` (a file name, say), the line and the column."""
     try:
         data = safe_load(text)
     except UnsafeYaml as exc:
-        raise ManifestError(f"the manifest is refused: {exc}") from exc
+        raise ManifestError(f"{source} is refused: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ManifestError(f"the manifest is not valid YAML: {exc}") from exc
+        raise ManifestError(f"{source} is not valid YAML: {yaml_problem(exc)}") from exc
     if not isinstance(data, dict):
         raise ManifestError(f"the manifest must be a YAML mapping, got {type(data).__name__}")
     return manifest_from_dict(data), data
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """ "line 4, column 2: did not find expected key (in the block mapping at line 1, column 1)"."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return str(exc)
+    said = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    context, where = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and where is not None:
+        at = f"line {where.line + 1}, column {where.column + 1}"
+        said += f" ({context.removeprefix('while ')} at {at})"
+    return said
 
 
 def parse_manifest(text: str | bytes) -> Manifest:
