@@ -241,6 +241,45 @@ def test_a_bad_manifest_is_told_before_anything_is_sent(tmp_path: Path) -> None:
     assert "cannot reach" not in " ".join(said)
 
 
+def test_named_contexts(server: Server, tmp_path: Path) -> None:
+    """`loom context add` keeps a platform and its token by name (0600, token never shown);
+    the current context is used when nothing else says; `--context` picks another."""
+    config = tmp_path / "config" / "contexts.yaml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
+    env |= {"LOOM_CONFIG": str(config), "COLUMNS": "80"}
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "loom", *args]
+        return subprocess.run(
+            command, env=env, input=stdin, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    added = run(
+        "context", "add", "lab", "--url", server.url, "--token-stdin", stdin=server.admin_token
+    )
+    assert added.returncode == 0, added.stderr
+    assert run("context", "add", "elsewhere", "--url", "http://127.0.0.1:9").returncode == 0
+    assert config.stat().st_mode & 0o777 == 0o600
+    listed = json.loads(run("context", "list", "-o", "json").stdout)
+    assert [(c["name"], c["current"], c["token"]) for c in listed] == [
+        ("elsewhere", False, False),
+        ("lab", True, True),
+    ]
+    assert server.admin_token not in run("context", "list").stdout
+    assert run("list").returncode == 0  # the current context: lab
+    assert "cannot reach Loom at http://127.0.0.1:9" in run("--context", "elsewhere", "list").stderr
+    assert run("context", "use", "elsewhere").returncode == 0
+    assert run("context", "current").stdout.strip() == "elsewhere"
+    env["LOOM_URL"], env["LOOM_TOKEN"] = server.url, server.admin_token
+    assert run("list").returncode == 0  # LOOM_URL and LOOM_TOKEN come first
+    missing = run("--context", "nope", "list")
+    assert (
+        missing.returncode == 1 and "no context 'nope' (contexts: elsewhere, lab)" in missing.stderr
+    )
+    bad = run("context", "add", "x y", "--url", "ftp://x")
+    assert bad.returncode == 1 and "context name 'x y'" in bad.stderr
+
+
 def test_version_and_the_hint_when_no_server_answers(tmp_path: Path) -> None:
     """`loom --version` needs no server; a command with none to reach says how to start one."""
     env = {**os.environ, "LOOM_HOME": str(tmp_path), "LOOM_URL": "http://127.0.0.1:9"}

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 import loom
-from loom.cli import admin, deployments, jobs, models, tokens, users
+from loom.cli import admin, contexts, deployments, jobs, models, tokens, users
 from loom.cli.audit import audit
 from loom.cli.metrics import metrics
 from loom.cli.server import serve, server
@@ -43,6 +43,10 @@ def options(
         str | None,
         typer.Option("--token", envvar="LOOM_TOKEN", help="your API token (else LOOM_TOKEN)"),
     ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option("--context", envvar="LOOM_CONTEXT", help="a named context (loom context)"),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -51,7 +55,7 @@ def options(
     ] = False,
 ) -> None:
     """Loom: submit, run and follow deep-learning training jobs; serve their models."""
-    for name, value in (("LOOM_URL", url), ("LOOM_TOKEN", token)):
+    for name, value in (("LOOM_URL", url), ("LOOM_TOKEN", token), ("LOOM_CONTEXT", context)):
         if value:
             os.environ[name] = value  # what every client of this command uses
     if cacert:
@@ -68,6 +72,7 @@ app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="tokens")
+app.add_typer(contexts.app, name="context")
 app.command()(audit)
 
 

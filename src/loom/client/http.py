@@ -12,17 +12,11 @@ from typing import Any
 
 import httpx
 
+from loom.client import contexts
 from loom.client.accounts import AccountCalls
-from loom.domain.errors import LoomError
+from loom.client.errors import ClientError
 
-
-class ClientError(LoomError):
-    """The platform answered with an error, or could not be reached."""
-
-    def __init__(self, message: str, status: int = 0, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_code = code
+__all__ = ["ClientError", "LoomClient"]
 
 
 def _home() -> Path:
@@ -33,15 +27,20 @@ LOG_PAGE = 10_000  # the most lines the API gives in one page
 
 
 def discover(home: Path | None = None) -> tuple[str, str | None]:
-    """The URL and token: `LOOM_URL`/`LOOM_TOKEN` if set, else what the server wrote to home."""
+    """The URL and token, from the first that says: `LOOM_URL`/`LOOM_TOKEN`; the context named
+    by `LOOM_CONTEXT`; the current context, unless `LOOM_HOME` is set; what the server wrote to
+    its home (`server.json`, `token`)."""
+    url, token = os.environ.get("LOOM_URL"), os.environ.get("LOOM_TOKEN")
+    implicit = home is None and "LOOM_HOME" not in os.environ
+    context = contexts.active() if implicit or os.environ.get("LOOM_CONTEXT") else None
+    if context is not None:
+        return url or context.url, token or context.token
     home = home or _home()
-    url = os.environ.get("LOOM_URL")
     if not url:
         try:
             url = json.loads((home / "server.json").read_text())["url"]
         except (OSError, ValueError, KeyError):
             url = "http://127.0.0.1:8470"
-    token = os.environ.get("LOOM_TOKEN")
     if not token:
         try:
             token = (home / "token").read_text().strip()
