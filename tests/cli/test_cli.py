@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import Server, manifest, register
+from tests.conftest import Server, make_zip, manifest, register
 
 pytestmark = pytest.mark.integration
 
@@ -150,6 +150,20 @@ def test_metrics_of_two_jobs_compared(server: Server, tmp_path: Path) -> None:
     assert "loss (log scale)" in drawn.stdout
     one = loom(server, "metrics", ids[0], "--metric", "nope")
     assert "no metric 'nope' to chart" in one.stdout
+
+
+def test_uploads_and_downloads_tell_their_progress(server: Server, tmp_path: Path) -> None:
+    """The client tells `progress(done, total)` as a large code zip goes up and comes back
+    (the CLI draws a bar from it on a terminal)."""
+    payload = make_zip({"t.py": "print('ok')", "weights.bin": os.urandom(3 << 20)})
+    sent: list[tuple[int, int | None]] = []
+    got: list[tuple[int, int | None]] = []
+    with server.client() as client:
+        job_id = client.submit(manifest("python t.py"), payload, progress=lambda *a: sent.append(a))
+        target = tmp_path / "code.zip"
+        client.download(job_id, "definition", target, progress=lambda *a: got.append(a))
+    assert sent[-1] == (len(payload), len(payload)) and len(sent) > 3
+    assert got[-1][0] == target.stat().st_size > 3 << 20
 
 
 def test_failed_job_exits_non_zero(server: Server, tmp_path: Path) -> None:

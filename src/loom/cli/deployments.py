@@ -116,8 +116,16 @@ def deploy(
 
 
 def _wait(loom: Any, name: str) -> dict[str, Any]:
+    """Wait for the deployment's replicas, with a spinner saying where it is."""
     try:
-        found: dict[str, Any] = loom.wait_deployment(name, states=("ready", "scaled to zero"))
+        with err.status(f"deploying {name}…") as spinner:
+
+            def seen(found: dict[str, Any]) -> None:
+                said = f": {found['message']}" if found.get("message") else ""
+                spinner.update(f"deploying {name}: {found['state']}, {_replicas(found)}{said}")
+
+            ready = ("ready", "scaled to zero")
+            found: dict[str, Any] = loom.wait_deployment(name, states=ready, seen=seen)
     except ClientError as exc:
         err.print(f"[red]error:[/red] {exc.message}")
         raise typer.Exit(1) from exc

@@ -14,6 +14,7 @@ from rich.table import Column, Table
 
 from loom.cli.common import client, console, err
 from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
+from loom.cli.progress import transfer
 from loom.client import LoomClient
 from loom.client.archive import zip_folder
 from loom.domain.errors import ManifestError
@@ -109,7 +110,8 @@ def train(
         err.print(f"[red]error:[/red] {escape(exc.message)}", highlight=False)
         raise typer.Exit(2) from exc
     with client() as loom:
-        job_id = loom.submit(text, _zip_code(code))
+        with transfer("uploading the code") as told:
+            job_id = loom.submit(text, _zip_code(code), progress=told)
         if quiet:
             sys.stdout.write(job_id + "\n")
         else:
@@ -270,8 +272,8 @@ def download(
         raise typer.Exit(2)
     what = "definition" if definition else "results"
     target = output or Path(f"{job_id}-{what}.zip")
-    with client() as loom:
-        loom.download(job_id, what, target)
+    with client() as loom, transfer(f"downloading {target.name}") as told:
+        loom.download(job_id, what, target, progress=told)
     console.print(f"saved {target}")
 
 

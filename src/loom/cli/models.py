@@ -10,6 +10,7 @@ from rich.table import Table
 
 from loom.cli.common import client, console
 from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
+from loom.cli.progress import transfer
 
 app = typer.Typer(help="The model registry: versions of trained models.", no_args_is_help=True)
 
@@ -92,8 +93,8 @@ def download(
 ) -> None:
     """Download a version's files (a zip) or one of them."""
     target = output or Path(file or f"{name}-{version}.zip")
-    with client() as loom:
-        loom.download_model(name, version, target, file)
+    with client() as loom, transfer(f"downloading {target.name}") as told:
+        loom.download_model(name, version, target, file, progress=told)
     console.print(f"saved {target}")
 
 

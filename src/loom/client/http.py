@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,23 @@ def _home() -> Path:
 
 
 LOG_PAGE = 10_000  # the most lines the API gives in one page
+
+
+Progress = Callable[[int, int | None], None]  # (bytes so far, total bytes or None)
+
+
+class _Counted(io.BytesIO):
+    """Bytes that tell `progress` how far they have been read (httpx reads an upload in
+    chunks)."""
+
+    def __init__(self, data: bytes, progress: Progress) -> None:
+        super().__init__(data)
+        self._total, self._progress = len(data), progress
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        self._progress(self.tell(), self._total)
+        return chunk
 
 
 def discover(home: Path | None = None) -> tuple[str, str | None]:
@@ -108,10 +126,14 @@ class LoomClient(AccountCalls):
         return response
 
     # -- jobs ------------------------------------------------------------------------------
-    def submit(self, manifest: str | bytes, code_zip: bytes) -> str:
+    def submit(
+        self, manifest: str | bytes, code_zip: bytes, progress: Progress | None = None
+    ) -> str:
+        """Submit a job; `progress(sent, total)` is told as the code goes up."""
+        code: Any = _Counted(code_zip, progress) if progress else code_zip
         files = {
             "manifest": ("manifest.yml", manifest, "application/yaml"),
-            "model_definition": ("model.zip", code_zip, "application/zip"),
+            "model_definition": ("model.zip", code, "application/zip"),
         }
         return str(self._request("POST", "/v1/jobs", files=files).json()["id"])
 
@@ -174,20 +196,35 @@ class LoomClient(AccountCalls):
     def delete(self, job_id: str) -> None:
         self._request("DELETE", f"/v1/jobs/{job_id}")
 
-    def _save(self, path: str, target: Path, params: dict[str, str] | None = None) -> Path:
-        """Stream a download to `target`, without holding it in memory."""
+    def _save(
+        self,
+        path: str,
+        target: Path,
+        params: dict[str, str] | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Stream a download to `target`, without holding it in memory; `progress(received,
+        total)` is told as it comes (total: None when the server does not say)."""
         with self._http.stream("GET", path, params=params or {}) as response:
             if not response.is_success:
                 response.read()
                 _raise_for(response)
+            length = response.headers.get("content-length")
+            total = int(length) if length and length.isdigit() else None
+            done = 0
             with target.open("wb") as out:
                 for chunk in response.iter_bytes():
                     out.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
         return target
 
-    def download(self, job_id: str, what: str, target: Path) -> Path:
+    def download(
+        self, job_id: str, what: str, target: Path, progress: Progress | None = None
+    ) -> Path:
         """Save the job's `definition` or `results` zip to `target`."""
-        return self._save(f"/v1/jobs/{job_id}/{what}", target)
+        return self._save(f"/v1/jobs/{job_id}/{what}", target, progress=progress)
 
     # -- logs ------------------------------------------------------------------------------
     def logs(
@@ -367,10 +404,18 @@ class LoomClient(AccountCalls):
         ).json()
         return result
 
-    def download_model(self, name: str, ref: str, target: Path, file: str | None = None) -> Path:
+    def download_model(
+        self,
+        name: str,
+        ref: str,
+        target: Path,
+        file: str | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
         """Save a version's files as a zip, or one of its files (`file="model.onnx"`)."""
         params = {"file": file} if file else {}
-        return self._save(f"/v1/models/{name}/versions/{ref}/download", target, params)
+        path = f"/v1/models/{name}/versions/{ref}/download"
+        return self._save(path, target, params, progress)
 
     def delete_model(self, name: str, ref: str | None = None) -> None:
         path = f"/v1/models/{name}" + (f"/versions/{ref}" if ref else "")
@@ -419,13 +464,20 @@ class LoomClient(AccountCalls):
         self._request("DELETE", f"/v1/deployments/{name}/keys/{key_id}")
 
     def wait_deployment(
-        self, name: str, *, timeout: float = 120.0, states: tuple[str, ...] = ("ready",)
+        self,
+        name: str,
+        *,
+        timeout: float = 120.0,
+        states: tuple[str, ...] = ("ready",),
+        seen: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
-        """Poll until the deployment is in one of `states`; ClientError if it is failing or
-        the time runs out."""
+        """Poll until the deployment is in one of `states`, telling `seen` each look; ClientError
+        if it is failing or the time runs out."""
         deadline = time.monotonic() + timeout
         while True:
             found = self.deployment(name)
+            if seen is not None:
+                seen(found)
             if found["state"] in states:
                 return found
             if found["state"] == "failing" or time.monotonic() > deadline:
