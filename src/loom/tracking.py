@@ -1,6 +1,9 @@
 """What training code imports to report its metrics: `from loom import tracking`.
 
+    tracking.log_params(lr=0.01, layers=3)
+    tracking.set_tags(dataset="digits-v2")
     tracking.log_metrics(step=epoch, group="train", loss=0.12, accuracy=0.97)
+    tracking.log_artifact("confusion.png")
 
 Under Loom, each call appends one of FfDL's EMetrics records to `$LOG_DIR/evaluation-metrics.txt`,
 which the learner's wrapper ships to the platform as metric points. With no platform around it
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -85,6 +89,82 @@ def log_metrics(
             "values": {k: _typed(v) for k, v in values.items() if _finite(v)},
         }
         sink.write(json.dumps(record) + "\n")
+
+
+# -- parameters, tags and artifacts -----------------------------------------------------------
+
+MAX_KEY, MAX_PARAM, MAX_TAG = 250, 6000, 8000  # MLflow's limits
+_params: dict[str, str] = {}
+
+
+def log_param(key: str, value: Any) -> None:
+    """Record one of the run's parameters (a learning rate, a layer count); shown with the job
+    and kept in its model's provenance. As in MLflow, a parameter keeps its first value:
+    logging another value for it raises `ValueError`."""
+    log_params({key: value})
+
+
+def log_params(params: dict[str, Any] | None = None, **more: Any) -> None:
+    """Record several parameters: `log_params({"lr": 0.01}, epochs=10)`."""
+    given = {str(k): _text(v) for k, v in {**(params or {}), **more}.items()}
+    for key, value in given.items():
+        _check(key, value, MAX_PARAM, "param")
+        if _params.get(key, value) != value:
+            raise ValueError(
+                f"param {key!r} was already logged as {_params[key]!r}; parameters keep their "
+                f"first value (log {value!r} under another name, or as a tag)"
+            )
+    _info("param", given)
+    _params.update(given)
+
+
+def set_tag(key: str, value: Any) -> None:
+    """Set one of the run's tags (a note, a dataset version); a later value replaces it."""
+    set_tags({key: value})
+
+
+def set_tags(tags: dict[str, Any] | None = None, **more: Any) -> None:
+    given = {str(k): _text(v) for k, v in {**(tags or {}), **more}.items()}
+    for key, value in given.items():
+        _check(key, value, MAX_TAG, "tag")
+    _info("tag", given)
+
+
+def log_artifact(path: str | os.PathLike[str], name: str | None = None) -> Path:
+    """Keep a file or folder with the job's results, under `artifacts/` in RESULT_DIR (it
+    comes with `loom download JOB --results`); elsewhere under `./artifacts`. Returns where."""
+    source = Path(path)
+    if not source.exists():
+        raise FileNotFoundError(f"log_artifact: {source} does not exist")
+    target = Path(os.environ.get("RESULT_DIR", ".")) / "artifacts" / (name or source.name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
+    else:
+        shutil.copy2(source, target)
+    return target
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value) if value is None else str(value)
+
+
+def _check(key: str, value: str, limit: int, kind: str) -> None:
+    if not key or len(key) > MAX_KEY or "\x00" in key:
+        raise ValueError(f"{kind} name {key[:60]!r}: 1 to {MAX_KEY} characters, no NUL")
+    if len(value) > limit or "\x00" in value:
+        raise ValueError(f"{kind} {key!r}: a value of at most {limit} characters, no NUL")
+
+
+def _info(kind: str, entries: dict[str, str]) -> None:
+    with _recorder.lock:
+        sink = _recorder.sink()
+        for key, value in entries.items():
+            if sink is None:
+                print(f"[{kind}] {key} = {value}", flush=True)
+            else:
+                record = {"loom_info": {"kind": kind, "key": key, "value": value}}
+                sink.write(json.dumps(record) + "\n")
 
 
 def _finite(value: float) -> bool:

@@ -4,6 +4,8 @@ the live stream and its resumption, and points logged from outside the job."""
 from __future__ import annotations
 
 import json
+import zipfile
+from pathlib import Path
 
 import httpx
 import pytest
@@ -244,3 +246,43 @@ def test_points_from_outside_and_ownership(server: Server) -> None:
             with pytest.raises(ClientError) as caught:
                 call()
             assert caught.value.status == 404
+
+
+def test_params_tags_and_artifacts(server: Server, tmp_path: Path) -> None:
+    """`log_params`, `set_tags` and `log_artifact` inside a job: the params and tags are shown
+    with the job and kept in its model's provenance; a param keeps its first value (logging
+    another raises), a tag its newest; the artifact comes with the results."""
+    script = (
+        "import os, pathlib\n"
+        "from loom import tracking\n"
+        "tracking.log_params({'lr': 0.01}, layers=3, optimizer='adam')\n"
+        "tracking.log_param('lr', 0.01)  # the same value again: fine\n"
+        "try:\n"
+        "    tracking.log_param('lr', 0.5)\n"
+        "except ValueError as exc:\n"
+        "    print('refused:', exc)\n"
+        "tracking.set_tags(dataset='digits-v1', note='first')\n"
+        "tracking.set_tag('dataset', 'digits-v2')\n"
+        "tracking.log_metrics(step=1, group='train', loss=0.5)\n"
+        "pathlib.Path('confusion.txt').write_text('a confusion matrix')\n"
+        "tracking.log_artifact('confusion.txt')\n"
+        "model = pathlib.Path(os.environ['RESULT_DIR']) / 'model'\n"
+        "model.mkdir(parents=True)\n"
+        "(model / 'weights.bin').write_bytes(b'w')\n"
+    )
+    with server.client() as client:
+        text = manifest("python job.py", name="tracked")
+        job_id = client.submit(text, make_zip({"job.py": script}))
+        job = wait_for_state(client, job_id, FINAL, timeout=120)
+        assert job["state"] == "COMPLETED", job
+        lines = [x["line"] for x in client.logs(job_id, pagesize=1000)]
+        shown = client.job(job_id)
+        version = client.model_version("tracked", "latest")
+        client.download(job_id, "results", tmp_path / "results.zip")
+    assert any(x.startswith("refused: param 'lr' was already logged") for x in lines), lines
+    assert shown["params"] == {"layers": "3", "lr": "0.01", "optimizer": "adam"}
+    assert shown["tags"] == {"dataset": "digits-v2", "note": "first"}
+    assert version["provenance"]["params"] == shown["params"]
+    assert version["provenance"]["tags"] == shown["tags"]
+    with zipfile.ZipFile(tmp_path / "results.zip") as results:
+        assert results.read("artifacts/confusion.txt") == b"a confusion matrix"

@@ -107,7 +107,13 @@ def job_summary(job: Job) -> dict[str, Any]:
     }
 
 
-def job_detail(job: Job, owner: str, history: list[JobEvent], learners: list[Learner]) -> Any:
+def job_detail(
+    job: Job,
+    owner: str,
+    history: list[JobEvent],
+    learners: list[Learner],
+    info: dict[str, dict[str, str]] | None = None,
+) -> Any:
     original = json.loads(job.manifest)
     manifest = manifest_from_dict(original)
     return {
@@ -137,4 +143,6 @@ def job_detail(job: Job, owner: str, history: list[JobEvent], learners: list[Lea
         ],
         "manifest": manifest.redacted(original),
         "code_digest": job.code_digest,
+        "params": (info or {}).get("params", {}),
+        "tags": (info or {}).get("tags", {}),
     }

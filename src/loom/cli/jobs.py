@@ -169,6 +169,12 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
         console.print(f"error {job['error_code']}: {job['status_message']}")
     elif job.get("queue_reason"):
         console.print(f"queued: {job['queue_reason']}")
+    for kind in ("params", "tags"):
+        if job.get(kind):
+            logged = Table("NAME", "VALUE", title=kind)
+            for key, value in job[kind].items():
+                logged.add_row(key, value if wide else value[:80])
+            console.print(logged)
     table = Table("STATE", "AT", "MESSAGE", title="history")
     for event in job["history"]:
         table.add_row(

@@ -20,10 +20,12 @@ def _metrics(metrics: dict[str, float]) -> str:
 
 
 def _version_row(table: Table, v: dict[str, Any]) -> None:
+    params = v["provenance"].get("params", {})
     table.add_row(
         str(v["version"]),
         ",".join(v["aliases"]),
         v["provenance"]["job_id"],
+        " ".join(f"{k}={value}" for k, value in params.items()),
         _metrics(v["metrics"]),
         ", ".join(f["path"] for f in v["files"]),
     )
@@ -55,7 +57,7 @@ def show(name: str, fmt: OutputOpt = Format.TABLE, as_json: JsonOpt = False) -> 
 
 def _versions_table(name: str, model: dict[str, Any]) -> Table:
     jobs = whole("JOB", [v["provenance"]["job_id"] for v in model["version_list"]])
-    table = Table("VERSION", "ALIASES", jobs, "FINAL METRICS", "FILES", title=name)
+    table = Table("VERSION", "ALIASES", jobs, "PARAMS", "FINAL METRICS", "FILES", title=name)
     for version in model["version_list"]:
         _version_row(table, version)
     return table

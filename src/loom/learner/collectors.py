@@ -164,7 +164,11 @@ class _Tail:
 
 
 def emetrics_point(record: dict[str, Any]) -> Point | None:
-    """FfDL's EMetrics record (`grouplabel`, typed `etimes` and `values`) as a point."""
+    """FfDL's EMetrics record (`grouplabel`, typed `etimes` and `values`) as a point; the
+    tracking SDK's parameters and tags (`loom_info`) as points with an `info` member."""
+    info = record.get("loom_info")
+    if isinstance(info, dict):
+        return {"info": {k: str(info.get(k, "")) for k in ("kind", "key", "value")}}
 
     def plain(items: Any) -> dict[str, Any]:
         out = {}

@@ -16,6 +16,7 @@ from loom.domain.errors import InvalidInput, NotFound
 from loom.domain.manifest import manifest_from_dict
 from loom.sandbox.files import UnsafePath, open_regular, regular_files
 from loom.storage.artifacts import ArtifactStore
+from loom.store import run_info
 from loom.store.db import Database
 from loom.store.tables import Job, Model, ModelAlias, ModelVersion
 
@@ -74,6 +75,7 @@ class ModelRegistry:
                 metrics=metrics,
                 files=files,
                 created_at=time.time(),
+                run_info=run_info.read(session, job.id),  # kept though the job be deleted
             )
             session.add(version)
             session.flush()

@@ -23,7 +23,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from loom.store.tables import Job, JobEvent, JobSecret, Learner, LogLine, MetricPoint, Token
+from loom.store.tables import (
+    Job,
+    JobEvent,
+    JobSecret,
+    Learner,
+    LogLine,
+    MetricPoint,
+    RunInfo,
+    Token,
+)
 
 
 def add_job(session: Session, job: Job) -> Job:
@@ -212,7 +221,7 @@ def get_learner(session: Session, job_id: str, attempt: int, learner_id: int) ->
 
 def delete_job(session: Session, job_id: str) -> None:
     """Remove a job and everything stored about it."""
-    for table in (LogLine, MetricPoint, Learner, JobEvent, JobSecret):
+    for table in (LogLine, MetricPoint, RunInfo, Learner, JobEvent, JobSecret):
         session.execute(delete(table).where(table.job_id == job_id))
     session.execute(delete(Token).where(Token.job_id == job_id))
     session.execute(delete(Job).where(Job.id == job_id))

@@ -165,6 +165,21 @@ class LogLine(Base):
     text: Mapped[str] = mapped_column(Text)
 
 
+class RunInfo(Base):
+    """A job's parameters and tags, as its training code logged them (`tracking.log_params`,
+    `set_tags`, or MLflow's client): a parameter keeps its first value, a tag its newest."""
+
+    __tablename__ = "run_info"
+    __table_args__ = (UniqueConstraint("job_id", "kind", "key"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(8))  # param | tag
+    key: Mapped[str] = mapped_column(String(250))
+    value: Mapped[str] = mapped_column(Text)
+    set_at: Mapped[float] = mapped_column(Float)
+
+
 class MetricPoint(Base):
     """One evaluation-metrics point of a learner: a group (train, test, ...), a step and the
     other x-axis values (`etimes`), and named values. Unique on (job, attempt, learner, seq)."""
@@ -216,6 +231,8 @@ class ModelVersion(Base):
     metrics: Mapped[dict[str, float]] = mapped_column(JSON)
     files: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     created_at: Mapped[float] = mapped_column(Float)
+    # The job's logged parameters and tags when the version was made: {"params": …, "tags": …}
+    run_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
 
 
 class ModelAlias(Base):

@@ -10,8 +10,10 @@ from sqlalchemy.orm import Session
 from loom.observability import PlatformMetrics
 from loom.store import logs as log_rows
 from loom.store import metrics as metric_rows
+from loom.store import run_info as info_rows
 from loom.store.db import Database
 from loom.store.logs import Row
+from loom.tds import run_info
 from loom.tds.caps import LOG_NOTICE, METRIC_NOTICE, JobCap
 from loom.tds.logs import LogService
 from loom.tds.metrics import MetricService
@@ -46,13 +48,16 @@ class TrainingData:
         strict: bool = False,
     ) -> None:
         """One batch in one transaction; anything already stored is skipped. Malformed points
-        are refused when `strict` (points sent by a user), else dropped (from a learner)."""
+        are refused when `strict` (points sent by a user), else dropped (from a learner).
+        Parameters and tags among a learner's points are stored as the job's run info."""
+        info, points = run_info.split(points) if not strict else ([], points)
         line_rows = self.logs.rows(job_id, attempt, learner, lines)
         point_rows = self.metrics.rows(job_id, attempt, learner, points, strict=strict)
-        if not (line_rows or point_rows):
+        if not (line_rows or point_rows or info):
             return
         with self.db.session() as session:
             self._store(session, job_id, line_rows, point_rows)
+            info_rows.record(session, job_id, info)
         self.signals.notify(job_id)
 
     def _store(
@@ -99,9 +104,11 @@ class TrainingData:
         stored_points = metric_rows.last_seq(session, job_id, attempt, learner)
         lines = [e for e in spooled if e.get("k") is None and int(e["seq"]) > stored_lines]
         points = [e for e in spooled if e.get("k") == "m" and int(e["seq"]) > stored_points]
+        info, points = run_info.split(points)
         line_rows = self.logs.rows(job_id, attempt, learner, lines)
         point_rows = self.metrics.rows(job_id, attempt, learner, points, strict=False)
         self._store(session, job_id, line_rows, point_rows)
+        info_rows.record(session, job_id, info)
         return bool(lines or points)
 
     def delivered(

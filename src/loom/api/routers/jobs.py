@@ -27,6 +27,7 @@ from loom.lifecycle.admission import max_priority
 from loom.lifecycle.workspace import Workspace
 from loom.storage.archive import check_zip, zip_tree
 from loom.store import jobs as job_rows
+from loom.store import run_info
 from loom.store.tables import User
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -161,7 +162,8 @@ def show(job_id: str, loom: PlatformDep, user: UserDep) -> Any:
         history = job_rows.history(session, job_id)
         learners = job_rows.learners_of(session, job_id)
         owner = session.get(User, job.owner_id)
-    return job_detail(job, owner.name if owner else "", history, learners)
+        info = run_info.read(session, job_id)
+    return job_detail(job, owner.name if owner else "", history, learners, info)
 
 
 @router.patch("/{job_id}", status_code=202)

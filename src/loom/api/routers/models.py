@@ -59,6 +59,8 @@ def version_json(
             "framework": version.framework,
             "data_stores": version.data_stores,
             "manifest": version.manifest,
+            "params": (version.run_info or {}).get("params", {}),
+            "tags": (version.run_info or {}).get("tags", {}),
         },
         "metrics": version.metrics,
         "files": version.files,

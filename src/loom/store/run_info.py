@@ -1,0 +1,42 @@
+"""A job's parameters and tags: a parameter keeps its first value (as MLflow's do), a tag its
+newest; resending either is a no-op."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from loom.store.tables import RunInfo
+
+Entry = tuple[str, str, str, float]  # (kind: param | tag, key, value, set at)
+
+
+def record(session: Session, job_id: str, entries: Sequence[Entry]) -> None:
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    for kind, key, value, at in entries:
+        row = {"job_id": job_id, "kind": kind, "key": key, "value": value, "set_at": at}
+        statement: Any = dialect.insert(RunInfo).values(**row)
+        unique = [RunInfo.job_id, RunInfo.kind, RunInfo.key]
+        if kind == "param":
+            statement = statement.on_conflict_do_nothing(index_elements=unique)
+        else:
+            newer = statement.excluded.set_at >= RunInfo.set_at
+            statement = statement.on_conflict_do_update(
+                index_elements=unique,
+                set_={"value": statement.excluded.value, "set_at": statement.excluded.set_at},
+                where=newer,
+            )
+        session.execute(statement)
+
+
+def read(session: Session, job_id: str) -> dict[str, dict[str, str]]:
+    """`{"params": {key: value}, "tags": {key: value}}`, keys sorted."""
+    found: dict[str, dict[str, str]] = {"params": {}, "tags": {}}
+    query = select(RunInfo).where(RunInfo.job_id == job_id).order_by(RunInfo.key)
+    for row in session.scalars(query):
+        found["params" if row.kind == "param" else "tags"][row.key] = row.value
+    return found
