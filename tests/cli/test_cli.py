@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -164,6 +165,30 @@ def test_uploads_and_downloads_tell_their_progress(server: Server, tmp_path: Pat
         client.download(job_id, "definition", target, progress=lambda *a: got.append(a))
     assert sent[-1] == (len(payload), len(payload)) and len(sent) > 3
     assert got[-1][0] == target.stat().st_size > 3 << 20
+
+
+def test_list_watch_streams_a_document_per_change(server: Server) -> None:
+    """`loom list --watch -o json` prints one compact document a line, again when the list
+    changes; Ctrl-C ends it cleanly."""
+    env = {**os.environ, "LOOM_HOME": str(server.home)}
+    env.pop("LOOM_URL", None)
+    command = [sys.executable, "-m", "loom", "list", "--watch", "-o", "json"]
+    watcher = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert watcher.stdout is not None
+        first = json.loads(watcher.stdout.readline())
+        with server.client() as client:
+            job_id = client.submit(manifest("true"), make_zip({"t.py": ""}))
+        for _ in range(20):
+            seen = json.loads(watcher.stdout.readline())
+            if job_id in [j["id"] for j in seen["jobs"]]:
+                break
+        else:
+            raise AssertionError("the new job never showed")
+        assert job_id not in [j["id"] for j in first["jobs"]]
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(10) == 0
 
 
 def test_failed_job_exits_non_zero(server: Server, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from loom.cli.common import client, console, err
-from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
+from loom.cli.output import Format, JsonOpt, OutputOpt, WatchOpt, chosen, emit, watch, whole
 from loom.client import ClientError
 
 app = typer.Typer(help="Deployments: registered models served over REST.", no_args_is_help=True)
@@ -133,9 +133,12 @@ def _wait(loom: Any, name: str) -> dict[str, Any]:
 
 
 @app.command("list")
-def list_deployments(fmt: OutputOpt = Format.TABLE) -> None:
+def list_deployments(fmt: OutputOpt = Format.TABLE, watching: WatchOpt = False) -> None:
     """Your deployments."""
     with client() as loom:
+        if watching:
+            watch(fmt, loom.deployments, lambda found, _wide: _deployments_table(found))
+            return
         found = loom.deployments()
     emit(fmt, found, lambda _wide: _deployments_table(found))
 

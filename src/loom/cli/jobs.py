@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +14,16 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from loom.cli.common import client, console, err
-from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
+from loom.cli.output import (
+    Format,
+    JsonOpt,
+    OutputOpt,
+    WatchOpt,
+    chosen,
+    emit,
+    watch,
+    whole,
+)
 from loom.cli.progress import transfer
 from loom.client import LoomClient
 from loom.client.archive import zip_folder
@@ -131,9 +141,14 @@ def list_jobs(
     owner: Annotated[str | None, typer.Option(help="admins: this user's jobs")] = None,
     everyone: Annotated[bool, typer.Option("--all", help="admins: every user's jobs")] = False,
     fmt: OutputOpt = Format.TABLE,
+    watching: WatchOpt = False,
 ) -> None:
     """List your jobs, newest first."""
     with client() as loom:
+        if watching:
+            fetch = partial(loom.jobs, state=state, limit=limit, owner=owner, everyone=everyone)
+            watch(fmt, fetch, _jobs_table)
+            return
         page = loom.jobs(state=state, limit=limit, owner=owner, everyone=everyone)
     emit(fmt, page, lambda wide: _jobs_table(page, wide))
     if fmt in (Format.TABLE, Format.WIDE) and page["total"] > len(page["jobs"]):

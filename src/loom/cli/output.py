@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Annotated, Any
@@ -14,6 +15,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.console import Console, RenderableType
+from rich.live import Live
 from rich.table import Column
 
 from loom.cli.common import console
@@ -50,6 +52,45 @@ def emit(fmt: Format, data: Any, table: Callable[[bool], RenderableType | None])
         if shown is not None:  # wide: long lines rather than squeezed columns, as kubectl's
             out = Console(width=max(console.width, WIDE_COLUMNS)) if wide else console
             out.print(shown)
+
+
+WatchOpt = Annotated[
+    bool, typer.Option("--watch", "-w", help="keep it on screen, updated every 2 s (Ctrl-C ends)")
+]
+
+
+def watch(
+    fmt: Format,
+    fetch: Callable[[], Any],
+    table: Callable[[Any, bool], RenderableType],
+    every_s: float = 2.0,
+) -> None:
+    """Show `fetch()` again and again until Ctrl-C: a table redrawn in place, or with `-o json`
+    one compact document a line (`-o yaml`: documents after `---`) each time it changes."""
+    try:
+        if fmt in (Format.JSON, Format.YAML):
+            last = None
+            while True:
+                data = fetch()
+                if data != last:
+                    _document(fmt, data)
+                    last = data
+                time.sleep(every_s)
+        wide = fmt == Format.WIDE
+        with Live(console=console, auto_refresh=False) as live:
+            while True:
+                live.update(table(fetch(), wide), refresh=True)
+                time.sleep(every_s)
+    except KeyboardInterrupt:
+        return
+
+
+def _document(fmt: Format, data: Any) -> None:
+    if fmt == Format.JSON:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+    else:
+        sys.stdout.write("---\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    sys.stdout.flush()
 
 
 def whole(header: str, values: Iterable[str]) -> Column:
