@@ -28,7 +28,7 @@ sandbox-tools:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
 		(apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null); \
-	else echo "bubblewrap is not installed: jobs will not be sandboxed (see README)"; fi
+	else echo "bubblewrap is not installed: jobs will not be sandboxed (see docs/security.md)"; fi
 
 # The tests start a throw-away PostgreSQL server of their own from Debian's binaries.
 postgres-tools:
