@@ -62,11 +62,42 @@ def test_a_failing_deployment_tells_callers_no_reason(broken: str, tmp_path: Pat
     assert str(tmp_path) not in message
 
 
-def test_a_malformed_header_is_not_echoed(broken: str) -> None:
-    """A header line without a colon is a 400 that says which line, not what it held."""
-    port = int(broken.rsplit(":", 1)[1])
-    with socket.create_connection(("127.0.0.1", port)) as conn:
-        conn.sendall(b"GET /v2 HTTP/1.1\r\nhost: x\r\nBearer loom_secret-value\r\n\r\n")
+def exchange(url: str, raw: bytes) -> tuple[bytes, bytes]:
+    """Send raw bytes; the answer, and what the connection gives after it (b"": closed)."""
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(raw)
         answer = conn.recv(4096)
-    assert answer.startswith(b"HTTP/1.1 400")
-    assert b"line 3" in answer and b"secret" not in answer
+        try:
+            after = conn.recv(4096)
+        except TimeoutError:
+            after = b"(still open)"
+    return answer, after
+
+
+def test_a_malformed_header_is_not_echoed(broken: str) -> None:
+    """A header line without a colon is a 400 that does not repeat what it held."""
+    answer, after = exchange(
+        broken, b"GET /v2 HTTP/1.1\r\nhost: x\r\nBearer loom_secret-value\r\n\r\n"
+    )
+    assert answer.startswith(b"HTTP/1.1 400") and b"malformed HTTP" in answer
+    assert b"secret" not in answer and after == b""
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Content-Length: -5",  # got no answer and a traceback
+        b"Content-Length: 0\r\nContent-Length: 5",  # hung: the last one won (smuggling)
+        b"Content-Length: 5\r\nTransfer-Encoding: chunked",
+        b"Transfer-Encoding: chunked, identity",
+    ],
+)
+def test_request_smuggling_shapes_get_400_and_a_closed_connection(
+    broken: str, tmp_path: Path, head: bytes
+) -> None:
+    raw = b"POST /v2/models/broken/infer HTTP/1.1\r\nhost: x\r\n" + head + b"\r\n\r\nhello"
+    answer, after = exchange(broken, raw)
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    assert after == b""
+    assert b"Traceback" not in (tmp_path / "gateway.log").read_bytes()

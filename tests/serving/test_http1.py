@@ -6,7 +6,14 @@ import asyncio
 
 import pytest
 
-from loom.serving.http1 import BadMessage, Message, encode_request, encode_response, read_message
+from loom.serving.http1 import (
+    BadMessage,
+    Message,
+    MessageReader,
+    encode_request,
+    encode_response,
+    read_message,
+)
 
 
 def read(raw: bytes, max_body: int = 1000) -> Message | None:
@@ -49,8 +56,38 @@ def test_end_between_messages_is_none_and_bad_ones_are_named() -> None:
     with pytest.raises(BadMessage) as caught:
         read(b"POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n")
     assert caught.value.status == 413
-    with pytest.raises(BadMessage, match="header"):
+    with pytest.raises(BadMessage, match="malformed HTTP"):
         read(b"GET / HTTP/1.1\r\nno colon here\r\n\r\n")
+    for smuggled in (
+        b"Content-Length: -1",
+        b"Content-Length: 0\r\nContent-Length: 5",
+        b"Content-Length: 5\r\nTransfer-Encoding: chunked",
+    ):
+        with pytest.raises(BadMessage) as refused:
+            read(b"POST / HTTP/1.1\r\n" + smuggled + b"\r\n\r\nhello")
+        assert refused.value.status == 400
+    with pytest.raises(BadMessage) as too_big:
+        read(b"GET / HTTP/1.1\r\nx: " + b"a" * 70_000 + b"\r\n\r\n")
+    assert too_big.value.status == 431
+
+
+def test_pipelined_requests_come_one_at_a_time() -> None:
+    """Two requests in one read: the second is kept for the next call, not lost."""
+
+    async def go() -> list[Message | None]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(
+            b"POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"
+            b"GET /b HTTP/1.1\r\nConnection: close\r\n\r\n"
+        )
+        reader.feed_eof()
+        messages = MessageReader(reader, max_body=100)
+        return [await messages.next(), await messages.next(), await messages.next()]
+
+    first, second, end = asyncio.run(go())
+    assert first is not None and (first.target, first.body, first.keep_alive) == ("/a", b"hi", True)
+    assert second is not None and (second.method, second.target) == ("GET", "/b")
+    assert not second.keep_alive and end is None
 
 
 def test_forwarded_request_drops_hop_by_hop_headers() -> None:

@@ -31,7 +31,7 @@ import orjson
 
 from loom.serving.access import ACCESS, AccessList
 from loom.serving.autoscale import Autoscaler, Policy
-from loom.serving.http1 import BadMessage, Message, encode_response, read_message
+from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
 from loom.serving.observe import Histogram, RequestLog, labelled
 from loom.serving.replicas import Replica, ReplicaGone, generation, private_sockets, socket_path
 from loom.serving.spec import PID, STATUS, DeploymentSpec, redact_paths, write_atomic
@@ -84,10 +84,11 @@ class Gateway:
 
     # -- serving -----------------------------------------------------------------------------
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        requests = MessageReader(reader, max_body=MAX_REQUEST, writer=writer)
         try:
             while not self.stopping.is_set():
                 try:
-                    request = await read_message(reader, max_body=MAX_REQUEST, writer=writer)
+                    request = await requests.next()
                 except BadMessage as exc:
                     writer.write(_error(exc.status, str(exc), keep_alive=False))
                     await writer.drain()

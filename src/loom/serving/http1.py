@@ -1,5 +1,5 @@
-"""Just enough HTTP/1.1 for the deployment gateway: read a request or a response (head and a
-body sized by Content-Length or chunked), and write one back. Keep-alive by default, as in 1.1.
+"""Just enough HTTP/1.1 for the deployment gateway: read a request or a response (parsed by
+llhttp, through httptools), and write one back. Keep-alive by default, as in 1.1.
 
 The gateway passes messages through; it never needs more of HTTP than this, and the general
 clients and servers cost several times as much per request.
@@ -8,8 +8,11 @@ clients and servers cost several times as much per request.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import httptools
 
 HOP_BY_HOP = frozenset(
     {
@@ -77,78 +80,128 @@ class Message:
         return int(self.start[1])
 
 
+MAX_HEAD = 64 * 1024  # bytes of request line and headers
+READ_SIZE = 64 * 1024
+
+
+class MessageReader:
+    """The messages on one connection, parsed by llhttp (`httptools`, the parser uvicorn and
+    Node use) rather than by hand: a negative or doubled Content-Length, Content-Length beside
+    chunked, bad chunk sizes and the other request-smuggling shapes are refused, as `BadMessage`
+    (400), and the caller closes the connection. Keep one per connection: bytes read past a
+    message (a pipelined request) are kept for the next.
+
+    A request or a response, told by the first bytes. With `writer` (a server reading
+    requests), `Expect: 100-continue` is answered before the body is read."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        *,
+        max_body: int,
+        writer: asyncio.StreamWriter | None = None,
+    ) -> None:
+        self.reader, self.writer, self.max_body = reader, writer, max_body
+        self.parser: httptools.HttpRequestParser | httptools.HttpResponseParser | None = None
+        self.done: deque[Message] = deque()
+        self.started = False  # inside a message
+        self.problem: BadMessage | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.head_size = 0
+        self.body: list[bytes] = []
+        self.size = 0
+
+    async def next(self) -> Message | None:
+        """The next message; None when the peer closed the connection between messages."""
+        while not self.done:
+            data = await self.reader.read(READ_SIZE)
+            if not data:
+                if self.started:
+                    raise BadMessage("the message ended before it was complete")
+                return None
+            if self.parser is None:
+                response = data.startswith(b"HTTP/")
+                self.parser = (
+                    httptools.HttpResponseParser if response else httptools.HttpRequestParser
+                )(self)
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError as exc:
+                if self.problem is not None:
+                    raise self.problem from exc
+                raise BadMessage(f"malformed HTTP: {_said(exc)}") from exc
+        return self.done.popleft()
+
+    # -- the parser's callbacks --------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self.started = True
+        self._reset()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.head_size += len(name) + len(value) + 4
+        if self.head_size > MAX_HEAD:
+            self._refuse(BadMessage("the message head is larger than the limit", 431))
+        self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        length = dict(self.headers).get(b"content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body:
+            size = int(length)
+            self._refuse(
+                BadMessage(f"the body is {size} bytes, more than the limit of {self.max_body}", 413)
+            )
+        expect = dict(self.headers).get(b"expect", b"").lower()
+        if self.writer is not None and expect == b"100-continue":
+            self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        self.size += len(body)
+        if self.size > self.max_body:
+            self._refuse(
+                BadMessage(f"the body is more than the limit of {self.max_body} bytes", 413)
+            )
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        parser = self.parser
+        assert parser is not None
+        if isinstance(parser, httptools.HttpResponseParser):
+            version = parser.get_http_version().encode()
+            start = [b"HTTP/" + version, str(parser.get_status_code()).encode()]
+        else:
+            start = [parser.get_method(), self.url]
+        message = Message(start, self.headers, b"".join(self.body))
+        message.keep_alive = parser.should_keep_alive()
+        self.done.append(message)
+        self.started = False
+
+    def _refuse(self, problem: BadMessage) -> None:
+        """Stop parsing: an exception in a callback ends `feed_data` with a parser error."""
+        self.problem = problem
+        raise problem
+
+
+def _said(exc: Exception) -> str:
+    """llhttp's reason, without its error code's prefix."""
+    return str(exc).removeprefix("Expected ").strip() or type(exc).__name__
+
+
 async def read_message(
     reader: asyncio.StreamReader,
     *,
     max_body: int,
     writer: asyncio.StreamWriter | None = None,
 ) -> Message | None:
-    """The next message on the stream; None when the peer closed it between messages. With
-    `writer` (a server reading requests), `Expect: 100-continue` is answered before the body."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial.strip():
-            return None
-        raise BadMessage("the message ended inside its head") from exc
-    except asyncio.LimitOverrunError as exc:
-        raise BadMessage("the message head is larger than the reader's limit", 431) from exc
-    lines = head[:-4].split(b"\r\n")
-    start = lines[0].split(b" ", 2)
-    if len(start) < 2:
-        raise BadMessage(f"not an HTTP start line: {lines[0][:80]!r}")
-    headers = []
-    for number, line in enumerate(lines[1:], start=2):
-        name, sep, value = line.partition(b":")
-        if not sep:  # not echoed: it may hold a credential
-            raise BadMessage(f"line {number} of the head is not an HTTP header (no colon)")
-        headers.append((name.strip().lower(), value.strip()))
-    message = Message(start, headers)
-    is_response = start[0].startswith(b"HTTP/")
-    version = start[0] if is_response else (start[2] if len(start) > 2 else b"HTTP/1.0")
-    connection = (message.header(b"connection") or b"").lower()
-    message.keep_alive = (
-        b"close" not in connection if version != b"HTTP/1.0" else b"keep-alive" in connection
-    )
-    if writer is not None and (message.header(b"expect") or b"").lower() == b"100-continue":
-        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-    message.body = await _read_body(reader, message, max_body)
-    return message
-
-
-async def _read_body(reader: asyncio.StreamReader, message: Message, max_body: int) -> bytes:
-    if b"chunked" in (message.header(b"transfer-encoding") or b"").lower():
-        return await _read_chunked(reader, max_body)
-    length = message.header(b"content-length")
-    if length is None:
-        return b""
-    try:
-        size = int(length)
-    except ValueError as exc:
-        raise BadMessage(f"Content-Length is not a number: {length[:40]!r}") from exc
-    if size > max_body:
-        raise BadMessage(f"the body is {size} bytes, more than the limit of {max_body}", 413)
-    return await reader.readexactly(size) if size else b""
-
-
-async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        line = await reader.readuntil(b"\r\n")
-        try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError as exc:
-            raise BadMessage(f"bad chunk size: {line[:40]!r}") from exc
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
-            return b"".join(parts)
-        total += size
-        if total > max_body:
-            raise BadMessage(f"the body is more than the limit of {max_body} bytes", 413)
-        parts.append(await reader.readexactly(size))
-        await reader.readexactly(2)
+    """One message from a stream that carries no other after it (a response to one request;
+    a test). A connection that may carry several keeps one `MessageReader`."""
+    return await MessageReader(reader, max_body=max_body, writer=writer).next()
 
 
 def encode_request(message: Message, extra: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
