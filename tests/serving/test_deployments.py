@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from loom.client import ClientError, LoomClient
 from tests.conftest import Server, register, running, stop_deployments
@@ -153,9 +154,16 @@ def test_deploy_predict_list_show_delete(platform: tuple[Server, LoomClient], im
     assert bad.status_code == 400 and "JSON" in bad.json()["error"]
     assert httpx.get(f"{endpoint}/v2/health/ready").json() == {"ready": True}
     metrics = httpx.get(found["urls"]["metrics"], headers=owner).text
-    assert 'loom_deployment_replicas{deployment="web",state="ready"} 1' in metrics
-    assert 'loom_deployment_requests_total{deployment="web",code="200"} 2' in metrics
-    assert "loom_deployment_request_duration_seconds_bucket" in metrics
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+    }
+    web = ("deployment", "web")
+    assert samples["loom_deployment_replicas", (web, ("state", "ready"))] == 1
+    assert samples["loom_deployment_requests_total", (("code", "200"), web)] == 2
+    assert samples["loom_deployment_request_duration_seconds_count", (web,)] == 3  # and the 400
+    assert "# HELP loom_deployment_requests_total" in metrics
     assert [d["name"] for d in client.deployments()] == ["web"]
     log_file = next(server.home.glob("deployments/*/requests.jsonl"))
     deadline = time.monotonic() + 10  # the log is flushed every tick

@@ -86,7 +86,7 @@ def test_a_token_is_required(platform: tuple[Server, LoomClient], guarded: dict[
     assert infer(found["urls"]["v2_infer"], server.admin_token).status_code == 200
     metrics = httpx.get(found["urls"]["metrics"], headers=bearer(server.admin_token))
     assert metrics.status_code == 200
-    assert 'loom_deployment_requests_total{deployment="guarded",code="401"}' in metrics.text
+    assert 'loom_deployment_requests_total{code="401",deployment="guarded"}' in metrics.text
     assert httpx.get(f"{found['endpoint']}/v2/health/ready").json() == {"ready": True}
 
 

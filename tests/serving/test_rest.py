@@ -325,10 +325,10 @@ def test_dynamic_batching_answers_each_request_its_own_rows(models: Path) -> Non
     for mine, theirs in zip(got, expected, strict=True):
         assert np.allclose(mine, theirs, atol=1e-5)
     counts = dict(line.rsplit(" ", 1) for line in stats.splitlines() if not line.startswith("#"))
-    assert counts['loom_inference_requests_total{model="digits"}'] == "24"
-    batches = int(counts['loom_inference_batches_total{model="digits"}'])
+    assert float(counts['loom_inference_requests_total{model="digits"}']) == 24
+    batches = float(counts['loom_inference_batches_total{model="digits"}'])
     assert batches < 24
-    assert counts['loom_inference_batch_size_count{model="digits"}'] == str(batches)
-    assert counts['loom_inference_batch_size_sum{model="digits"}'] == "48.000000"  # samples
-    assert counts['loom_inference_duration_seconds_count{model="digits"}'] == "24"
-    assert counts['loom_inference_inflight_requests{model="digits"}'] == "0"
+    assert float(counts['loom_inference_batch_size_count{model="digits"}']) == batches
+    assert float(counts['loom_inference_batch_size_sum{model="digits"}']) == 48  # samples
+    assert float(counts['loom_inference_duration_seconds_count{model="digits"}']) == 24
+    assert float(counts['loom_inference_inflight_requests{model="digits"}']) == 0

@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from loom.serving.access import ACCESS, AccessList
 from loom.serving.autoscale import Autoscaler, Policy
+from loom.serving.exposition import CONTENT_TYPE, histogram, relabelled, render
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
-from loom.serving.observe import Histogram, RequestLog, labelled
+from loom.serving.observe import Histogram, RequestLog
 from loom.serving.replicas import Replica, ReplicaGone, generation, private_sockets, socket_path
 from loom.serving.spec import PID, STATUS, DeploymentSpec, redact_paths, write_atomic
 
@@ -113,8 +115,8 @@ class Gateway:
                 self.requests[401] = self.requests.get(401, 0) + 1
                 return _unauthorized(refused)
         if path == "/metrics":
-            body = (await self.prometheus()).encode()
-            return encode_response(200, body, [(b"content-type", b"text/plain; version=0.0.4")])
+            body = await self.prometheus()
+            return encode_response(200, body, [(b"content-type", CONTENT_TYPE.encode())])
         if path == "/v2/health/live":
             return encode_response(200, b'{"live":true}', JSON)
         if path == "/v2/health/ready":
@@ -381,41 +383,61 @@ class Gateway:
             "message": self.message,
         }
 
-    async def prometheus(self) -> str:
-        name = self.spec.name.replace('"', "")
-        label = f'deployment="{name}"'
-        lines = ["# TYPE loom_deployment_requests_total counter"]
-        lines += [
-            f'loom_deployment_requests_total{{{label},code="{code}"}} {count}'
-            for code, count in sorted(self.requests.items())
-        ]
-        lines.append("# TYPE loom_deployment_request_duration_seconds histogram")
-        lines += self.latency.lines("loom_deployment_request_duration_seconds", label)
-        lines += ["# TYPE loom_deployment_inflight_requests gauge"]
-        lines.append(f"loom_deployment_inflight_requests{{{label}}} {self.inflight}")
-        lines.append("# TYPE loom_deployment_replicas gauge")
+    async def prometheus(self) -> bytes:
+        """The deployment's own metrics, then its ready replicas' (labelled with the replica)."""
+        name = self.spec.name
+        requests = CounterMetricFamily(
+            "loom_deployment_requests",
+            "Requests the deployment answered, by status code",
+            labels=["deployment", "code"],
+        )
+        for code, count in sorted(self.requests.items()):
+            requests.add_metric([name, str(code)], count)
+        latency = histogram(
+            "loom_deployment_request_duration_seconds",
+            "Time from a request's arrival to its answer",
+            ["deployment"],
+            [([name], self.latency)],
+        )
+        replicas = GaugeMetricFamily(
+            "loom_deployment_replicas", "Replicas by state", labels=["deployment", "state"]
+        )
         status = self.status()
         for state in ("ready", "starting", "draining", "desired"):
-            value = status["replicas"][state]
-            lines.append(f'loom_deployment_replicas{{{label},state="{state}"}} {value}')
-        lines.append("# TYPE loom_deployment_replica_restarts_total counter")
-        lines.append(f"loom_deployment_replica_restarts_total{{{label}}} {self.restarts}")
-        lines.append("# TYPE loom_deployment_cold_start_seconds gauge")
-        last = self.cold_starts[-1] if self.cold_starts else 0
-        lines.append(f"loom_deployment_cold_start_seconds{{{label}}} {last:.3f}")
-        lines += await self._replica_metrics(label)
-        return "\n".join(lines) + "\n"
+            replicas.add_metric([name, state], status["replicas"][state])
+        last = self.cold_starts[-1] if self.cold_starts else 0.0
+        own = [
+            requests,
+            latency,
+            _gauge("loom_deployment_inflight_requests", "Requests in flight", name, self.inflight),
+            replicas,
+            _counter("loom_deployment_replica_restarts", "Replicas replaced", name, self.restarts),
+            _gauge("loom_deployment_cold_start_seconds", "The last cold start", name, last),
+        ]
+        return render(own + relabelled(await self._replica_metrics(name)))
 
-    async def _replica_metrics(self, label: str) -> list[str]:
-        """Each ready replica's own counters (batches, batch sizes), labelled with its id."""
+    async def _replica_metrics(self, name: str) -> list[tuple[str, dict[str, str]]]:
+        """Each ready replica's own metrics (batches, batch sizes), with the labels to add."""
         probe = Message([b"GET", b"/metrics"], [(b"host", b"replica")])
         out = []
         for replica in [r for r in self.replicas if r.state == "ready"]:
             with contextlib.suppress(ReplicaGone):
                 response = await replica.exchange(probe, count=False)
                 text = response.body.decode("utf-8", "replace")
-                out += labelled(text, f'{label},replica="{replica.id}"')
+                out.append((text, {"deployment": name, "replica": str(replica.id)}))
         return out
+
+
+def _gauge(name: str, documentation: str, deployment: str, value: float) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=["deployment"])
+    family.add_metric([deployment], value)
+    return family
+
+
+def _counter(name: str, documentation: str, deployment: str, value: float) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=["deployment"])
+    family.add_metric([deployment], value)
+    return family
 
 
 class _Refused(Exception):

@@ -1,5 +1,5 @@
-"""What a model server and a deployment gateway tell about themselves: a latency histogram in
-Prometheus' text format, and the optional request/response log (JSON lines)."""
+"""What a model server and a deployment gateway keep about themselves: latency histograms (written
+out by `exposition`), and the optional request/response log (JSON lines)."""
 
 from __future__ import annotations
 
@@ -39,35 +39,6 @@ class Histogram:
         self.counts[bisect.bisect_left(self.buckets, value)] += 1
         self.total += value
         self.count += 1
-
-    def lines(self, name: str, labels: str) -> list[str]:
-        """`name_bucket{…,le=…}` (cumulative), `name_sum` and `name_count`, after `labels`
-        (`key="value",…` or empty)."""
-        sep = "," if labels else ""
-        out = []
-        running = 0
-        for bound, count in zip((*self.buckets, float("inf")), self.counts, strict=True):
-            running += count
-            le = "+Inf" if bound == float("inf") else repr(bound)
-            out.append(f'{name}_bucket{{{labels}{sep}le="{le}"}} {running}')
-        braces = f"{{{labels}}}" if labels else ""
-        out += [f"{name}_sum{braces} {self.total:.6f}", f"{name}_count{braces} {self.count}"]
-        return out
-
-
-def labelled(text: str, labels: str) -> list[str]:
-    """Another server's Prometheus samples with `labels` added to each (comments dropped)."""
-    out = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, sep, rest = line.partition("{")
-        if sep:
-            out.append(f"{name}{{{labels},{rest}")
-        else:
-            metric, _, value = line.partition(" ")
-            out.append(f"{metric}{{{labels}}} {value}")
-    return out
 
 
 class RequestLog:

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,6 +18,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loom.serving.dataplane import DataPlane, InferenceError
+from loom.serving.exposition import CONTENT_TYPE, histogram, render
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -89,7 +91,7 @@ def build_app(plane: DataPlane) -> ASGIApp:
         return _json(await plane.predict(p["model"], None, body))
 
     async def metrics(_r: Request, _p: dict[str, str]) -> Response:
-        return Response(prometheus(plane), media_type="text/plain; version=0.0.4")
+        return Response(prometheus(plane), media_type=CONTENT_TYPE)
 
     routes = [
         Route("/metrics", handle(metrics)),
@@ -140,29 +142,37 @@ def build_app(plane: DataPlane) -> ASGIApp:
 __all__ = ["build_app"]
 
 
-def prometheus(plane: DataPlane) -> str:
+def prometheus(plane: DataPlane) -> bytes:
     """Requests, in flight, inference latency, batches and batch sizes per model, in
     Prometheus' text format."""
-    lines = [
-        "# TYPE loom_inference_requests_total counter",
-        "# TYPE loom_inference_inflight_requests gauge",
-        "# TYPE loom_inference_duration_seconds histogram",
-        "# TYPE loom_inference_batches_total counter",
-        "# TYPE loom_inference_batch_size histogram",
-    ]
-    for served in plane.models.values():
-        stats = served.batcher.stats if served.batcher else None
-        label = f'model="{served.name}"'
-        requests = stats.requests if stats else served.calls
-        lines += [
-            f"loom_inference_requests_total{{{label}}} {requests}",
-            f"loom_inference_inflight_requests{{{label}}} {served.inflight}",
-            *served.latency.lines("loom_inference_duration_seconds", label),
-            f"loom_inference_batches_total{{{label}}} {stats.batches if stats else served.calls}",
-        ]
-        if stats:
-            lines += stats.sizes.lines("loom_inference_batch_size", label)
-    return "\n".join(lines) + "\n"
+    served = list(plane.models.values())
+    stats = [(m, m.batcher.stats if m.batcher else None) for m in served]
+    requests = CounterMetricFamily(
+        "loom_inference_requests", "Inference requests answered", labels=["model"]
+    )
+    inflight = GaugeMetricFamily(
+        "loom_inference_inflight_requests", "Inference requests being run", labels=["model"]
+    )
+    batches = CounterMetricFamily(
+        "loom_inference_batches", "Batches the model ran (a request alone is one)", labels=["model"]
+    )
+    for model, found in stats:
+        requests.add_metric([model.name], found.requests if found else model.calls)
+        inflight.add_metric([model.name], model.inflight)
+        batches.add_metric([model.name], found.batches if found else model.calls)
+    latency = histogram(
+        "loom_inference_duration_seconds",
+        "Time to run a request through the model",
+        ["model"],
+        [([m.name], m.latency) for m in served],
+    )
+    sizes = histogram(
+        "loom_inference_batch_size",
+        "Samples in each batch the model ran",
+        ["model"],
+        [([m.name], found.sizes) for m, found in stats if found],
+    )
+    return render([requests, inflight, latency, batches, sizes])
 
 
 def _infer_target(scope: Scope) -> tuple[str, str | None] | None:
