@@ -116,7 +116,7 @@ def test_store_down_during_storing_is_retried(server: Server, s3: Any) -> None:
     s3.client().put_object(Bucket=data, Key="x", Body=b"x")
     proxy = Proxy(int(s3.endpoint.rsplit(":", 1)[1]))
     endpoint = f"http://127.0.0.1:{proxy.port}"
-    command = "sleep 2 && echo kept > $RESULT_DIR/out.txt"
+    command = "sleep 4 && echo kept > $RESULT_DIR/out.txt"  # the store goes down before
     text = manifest(command) + store_yaml(endpoint, s3.key, s3.secret, data, results)
     with server.client() as loom:
         job_id = loom.submit(text, make_zip({"a": ""}))
@@ -124,7 +124,8 @@ def test_store_down_during_storing_is_retried(server: Server, s3: Any) -> None:
         proxy.down()
         wait_for_state(loom, job_id, {"STORING"}, timeout=30)
         time.sleep(3)
-        assert loom.job(job_id)["state"] == "STORING"  # still trying
+        still = loom.job(job_id)
+        assert still["state"] == "STORING", still  # still trying
         proxy.up()
         job = wait_for_state(loom, job_id, FINAL, timeout=60)
     assert job["state"] == "COMPLETED", job

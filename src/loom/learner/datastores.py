@@ -10,6 +10,7 @@ credentials fail at once; an unreachable store is retried with backoff.
 from __future__ import annotations
 
 import fcntl
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -47,6 +48,11 @@ def _filesystem(store: dict[str, Any], secrets: dict[str, str]) -> Any:
     )
 
 
+# A 403 status, not "403" inside a port or an address (127.0.0.1:40312 is not a refusal: it made
+# an unreachable store look like refused credentials, and the job failed instead of retrying).
+_FORBIDDEN = re.compile(r"(?<![\d:.])403(?![\d.])")
+
+
 def _translate(
     store: dict[str, Any], bucket: str, exc: BaseException, secrets: dict[str, str]
 ) -> StoreError:
@@ -57,9 +63,11 @@ def _translate(
         text = text.replace(secret, "***")
     if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text:
         return StoreError(f"{where}: the bucket does not exist", transient=False)
-    if isinstance(exc, PermissionError) or any(
-        code in text
-        for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403")
+    refused = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied")
+    if (
+        isinstance(exc, PermissionError)
+        or any(code in text for code in refused)
+        or _FORBIDDEN.search(text)
     ):
         return StoreError(f"{where}: the credentials were refused", transient=False)
     return StoreError(f"{where}: cannot reach the store ({text[:200]})", transient=True)
