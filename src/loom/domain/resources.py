@@ -76,16 +76,22 @@ class Resources:
             self.cpus <= free.cpus + 1e-9 and self.memory <= free.memory and self.gpus <= free.gpus
         )
 
-    def shortfall(self, free: Resources) -> str:
-        """What is missing, as a sentence fragment: `needs 2 GPUs, 1 free`; empty if it fits."""
-        parts = []
-        if self.gpus > free.gpus:
-            parts.append(f"needs {self.gpus} GPUs, {max(free.gpus, 0)} free")
-        if self.cpus > free.cpus + 1e-9:
-            parts.append(f"needs {self.cpus:g} CPUs, {max(free.cpus, 0):g} free")
-        if self.memory > free.memory:
-            parts.append(
-                f"needs {format_memory(self.memory)} memory, "
-                f"{format_memory(max(free.memory, 0))} free"
-            )
-        return "; ".join(parts)
+    def missing(self, free: Resources) -> list[str]:
+        """The resources short of `free`, as manifest fields: `gpus`, `cpus`, `memory`."""
+        short = {
+            "gpus": self.gpus > free.gpus,
+            "cpus": self.cpus > free.cpus + 1e-9,
+            "memory": self.memory > free.memory,
+        }
+        return [name for name, lacking in short.items() if lacking]
+
+    def shortfall(self, free: Resources, have: str = "free") -> str:
+        """What is missing, as a sentence fragment: `needs 2 GPUs, 1 free` (`have`: what the
+        second number is, e.g. "in total"); empty if it fits."""
+        said = {
+            "gpus": f"needs {self.gpus} GPUs, {max(free.gpus, 0)} {have}",
+            "cpus": f"needs {self.cpus:g} CPUs, {max(free.cpus, 0):g} {have}",
+            "memory": f"needs {format_memory(self.memory)} memory, "
+            f"{format_memory(max(free.memory, 0))} {have}",
+        }
+        return "; ".join(said[name] for name in self.missing(free))

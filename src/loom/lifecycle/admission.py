@@ -14,7 +14,7 @@ from loom.domain.errors import ErrorCode, InvalidInput, ManifestError, TooManyRe
 from loom.domain.manifest import Manifest
 from loom.domain.resources import Resources
 from loom.domain.states import TERMINAL_STATES, JobState
-from loom.lifecycle.scheduler import Quota, Usage
+from loom.lifecycle.scheduler import Quota, Usage, never_reason
 from loom.lifecycle.workspace import host_path
 from loom.settings import Settings
 from loom.store import jobs as job_rows
@@ -93,18 +93,14 @@ def max_priority(user: User, settings: Settings) -> int:
 def check_fits(manifest: Manifest, capacity: Resources) -> None:
     """Refuse at submission a job whose learners together need more than the whole platform:
     it could never start. (If the platform shrinks later, the scheduler fails such jobs.)"""
-    per, learners = manifest.per_learner, manifest.learners
-    need = per.times(learners)
-    if need.fits_in(capacity):
+    need = manifest.per_learner.times(manifest.learners)
+    missing = need.missing(capacity)
+    if not missing:
         return
-    field = (
-        "gpus" if need.gpus > capacity.gpus else "cpus" if need.cpus > capacity.cpus else "memory"
-    )
-    gang = f" ({learners} learners)" if learners > 1 else ""
-    short = need.shortfall(capacity).replace(" free", " in total")
+    gang = f" ({manifest.learners} learners)" if manifest.learners > 1 else ""
     raise InvalidInput(
-        f"{field}: the job can never start here{gang}: it {short} on this platform",
-        field=field,
+        f"{missing[0]}: the job can never start here{gang}: {never_reason(need, capacity)}",
+        field=missing[0],
         code=ErrorCode.INSUFFICIENT_RESOURCES,
     )
 

@@ -39,13 +39,11 @@ def run(session: Session, capacity: Callable[[], Resources], settings: Settings)
     planner = Planner(total, held.in_use, held.per_user)
     found = Outcome(taken_devices=held.devices)
     reasons: dict[str, str] = {}
-    shapes: dict[tuple[float, int, int], Resources] = {}  # many jobs, few shapes
     while rows:
         wanted = {r.owner_id for r in rows} - planner.quotas.keys()
         planner.quotas |= quotas(session, wanted, settings)
         for row in rows:
-            key = (row.cpus, row.memory, row.gpus)
-            need = shapes.get(key) or shapes.setdefault(key, Resources(*key))
+            need = Resources(row.cpus, row.memory, row.gpus)
             decision = planner.decide(QueuedJob(row.id, need, row.learners, row.owner_id))
             if decision.verdict == Verdict.START:
                 found.starts.append(row.id)

@@ -141,8 +141,7 @@ class Planner:
 
 
 def never_reason(need: Resources, capacity: Resources) -> str:
-    shortfall = need.shortfall(capacity).replace(" free", " in total")
-    return f"needs more than this platform has: {shortfall}"
+    return f"needs more than this platform has: {need.shortfall(capacity, 'in total')}"
 
 
 def plan(
