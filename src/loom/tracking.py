@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from loom.domain.run_info import problem
+
 EMETRICS_FILE = "evaluation-metrics.txt"
 
 
@@ -93,7 +95,6 @@ def log_metrics(
 
 # -- parameters, tags and artifacts -----------------------------------------------------------
 
-MAX_KEY, MAX_PARAM, MAX_TAG = 250, 6000, 8000  # MLflow's limits
 _params: dict[str, str] = {}
 
 
@@ -106,9 +107,9 @@ def log_param(key: str, value: Any) -> None:
 
 def log_params(params: dict[str, Any] | None = None, **more: Any) -> None:
     """Record several parameters: `log_params({"lr": 0.01}, epochs=10)`."""
-    given = {str(k): _text(v) for k, v in {**(params or {}), **more}.items()}
+    given = {str(k): str(v) for k, v in {**(params or {}), **more}.items()}
     for key, value in given.items():
-        _check(key, value, MAX_PARAM, "param")
+        _check("param", key, value)
         if _params.get(key, value) != value:
             raise ValueError(
                 f"param {key!r} was already logged as {_params[key]!r}; parameters keep their "
@@ -124,9 +125,9 @@ def set_tag(key: str, value: Any) -> None:
 
 
 def set_tags(tags: dict[str, Any] | None = None, **more: Any) -> None:
-    given = {str(k): _text(v) for k, v in {**(tags or {}), **more}.items()}
+    given = {str(k): str(v) for k, v in {**(tags or {}), **more}.items()}
     for key, value in given.items():
-        _check(key, value, MAX_TAG, "tag")
+        _check("tag", key, value)
     _info("tag", given)
 
 
@@ -145,15 +146,10 @@ def log_artifact(path: str | os.PathLike[str], name: str | None = None) -> Path:
     return target
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value) if value is None else str(value)
-
-
-def _check(key: str, value: str, limit: int, kind: str) -> None:
-    if not key or len(key) > MAX_KEY or "\x00" in key:
-        raise ValueError(f"{kind} name {key[:60]!r}: 1 to {MAX_KEY} characters, no NUL")
-    if len(value) > limit or "\x00" in value:
-        raise ValueError(f"{kind} {key!r}: a value of at most {limit} characters, no NUL")
+def _check(kind: str, key: str, value: str) -> None:
+    said = problem(kind, key, value)
+    if said:
+        raise ValueError(said)
 
 
 def _info(kind: str, entries: dict[str, str]) -> None:

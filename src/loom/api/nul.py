@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, unquote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from loom.store.db import NUL_WHY
+from loom.domain.errors import NUL_WHY
 
 
 def nul_in(scope: Scope) -> str:

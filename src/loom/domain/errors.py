@@ -51,6 +51,10 @@ class LoomError(Exception):
             self.code = code
 
 
+# PostgreSQL's text holds no NUL: what a request must not carry, said the same way everywhere.
+NUL_WHY = "contains a NUL character (\\0), which Loom cannot store; remove it"
+
+
 class InvalidInput(LoomError):
     """The caller sent something wrong; `field`, when known, names what."""
 

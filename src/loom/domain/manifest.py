@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from loom.domain.errors import ManifestError
+from loom.domain.errors import NUL_WHY, ManifestError
 from loom.domain.patterns import PatternError, compile_pattern, reference
 from loom.domain.resources import ResourceError, Resources, parse_memory
 from loom.domain.safe_yaml import UnsafeYaml, safe_load
@@ -452,7 +452,7 @@ def manifest_from_dict(data: dict[str, Any]) -> Manifest:
     where = _nul_at(data)
     if where is not None:  # stored as text, which cannot hold one on PostgreSQL
         shown = where.replace("\x00", "\\0")
-        raise ManifestError(f"{shown}: contains a NUL character (\\0); remove it", field=shown)
+        raise ManifestError(f"{shown}: {NUL_WHY}", field=shown)
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:

@@ -11,9 +11,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session, sessionmaker
 
-from loom.domain.errors import InvalidInput
+from loom.domain.errors import NUL_WHY, InvalidInput
 
-NUL_WHY = "contains a NUL character (\\0), which Loom cannot store; remove it"
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
