@@ -97,6 +97,12 @@ def test_output_formats_tail_grep_and_quiet(server: Server, tmp_path: Path) -> N
     grepped = loom(server, "logs", job_id, "--grep", r"^line 2499\d$").stdout.splitlines()
     assert grepped == [f"line {n}" for n in range(24990, 25000)]
     assert loom(server, "logs", job_id, "--since", "2999-01-01T00:00:00Z").stdout == ""
+    followed = loom(server, "logs", job_id, "--tail", "2", "-f").stdout.splitlines()
+    assert followed == ["line 24999", "line 25000"]  # a finished job: the tail, then the end
+    with server.client() as client:
+        mark = client.logs(job_id, pos=-1, pagesize=3)[0]["id"]  # line 24998
+        after = [d["line"] for kind, d in client.follow(job_id, after=mark) if kind == "line"]
+    assert after == ["line 24999", "line 25000"]
     bad = loom(server, "logs", job_id, "--grep", "(")
     assert bad.returncode == 2 and "--grep" in bad.stderr
 

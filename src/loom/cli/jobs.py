@@ -57,22 +57,25 @@ def follow_job(
     grep: re.Pattern[str] | None = None,
     pos: int = 0,
     pagesize: int = 10_000,
-    only_new: bool = False,
-    after: dict[str, Any] | None = None,
+    after: int | None = None,
 ) -> str:
     """Print the job's lines (and metric points) as they arrive, and on standard error each
     change of its state with its reason (why it waits, what it does); returns its final state.
     Lines start at `pos` (`-1` with `pagesize` N: the last N), or after the line `after`."""
     several = loom.job(job_id).get("learners", 1) > 1 and learner is None
-    seen = after["id"] if after else (None if not only_new else _last_id(loom, job_id))
     stream = loom.follow(
-        job_id, learner=learner, pos=pos, pagesize=pagesize, metrics=metrics, states=True
+        job_id,
+        learner=learner,
+        pos=pos,
+        pagesize=pagesize,
+        after=after,
+        metrics=metrics,
+        states=True,
     )
     told = ""  # the last state message printed: a state that keeps it is printed bare
     for kind, data in stream:
         if kind == "line":
-            if seen is None or data["id"] > seen:
-                _print_line(data, several, grep)
+            _print_line(data, several, grep)
         elif kind == "metric":
             prefix = f"[{data.get('learner')}] " if several else ""
             values = " ".join(f"{k}={_short(v)}" for k, v in data["values"].items())
@@ -225,18 +228,21 @@ def logs(
         raise typer.Exit(2) from exc
     with client() as loom:
         if follow and since is None:  # `--tail N -f`: the last N lines, then the new ones
-            pos, size = (-1, tail) if tail else (0, 10_000)
-            follow_job(
-                loom, job_id, learner, grep=wanted, pos=pos, pagesize=size, only_new=tail == 0
-            )
+            if tail == 0:
+                follow_job(loom, job_id, learner, grep=wanted, after=_last_id(loom, job_id))
+            elif tail:
+                follow_job(loom, job_id, learner, grep=wanted, pos=-1, pagesize=tail)
+            else:
+                follow_job(loom, job_id, learner, grep=wanted)
             return
         several = loom.job(job_id).get("learners", 1) > 1 and learner is None
         last = None
         for line in loom.all_logs(job_id, since=since, learner=learner, tail=tail):
             _print_line(line, several, wanted)
             last = line
-        if follow:  # after --since: on from the last line printed
-            follow_job(loom, job_id, learner, grep=wanted, after=last)
+        if follow:  # after --since: on from the last line printed (or the last there is)
+            mark = last["id"] if last else _last_id(loom, job_id)
+            follow_job(loom, job_id, learner, grep=wanted, after=mark)
 
 
 def _print_line(line: dict[str, Any], several: bool, wanted: re.Pattern[str] | None) -> None:

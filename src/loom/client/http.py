@@ -295,6 +295,7 @@ class LoomClient(AccountCalls):
         learner: int | None = None,
         pos: int = 0,
         pagesize: int = 10_000,
+        after: int | None = None,
         metrics: bool = False,
         states: bool = False,
         reconnect_s: float = 60.0,
@@ -305,14 +306,22 @@ class LoomClient(AccountCalls):
         each change of the job's state and of its reason (`{"state", "message"}`). If the
         connection drops (a restart of the platform, say), it reconnects with `Last-Event-ID`
         for up to `reconnect_s` seconds, so nothing is missed or repeated. Lines start at
-        `pos` (FfDL's; `pos=-1, pagesize=N`: the last N lines, then what comes).
+        `pos` (FfDL's; `pos=-1, pagesize=N`: the last N lines, then what comes), or after the
+        line whose `id` is `after` (the stream's own cursor: nothing before it is sent).
         """
-        last_id: str | None = None
+        params: dict[str, Any] = {"follow": "true"}
+        if learner is not None:
+            params["learner"] = learner
+        if states:
+            params["states"] = "true"
+        if not metrics:
+            params.update(pos=pos, pagesize=pagesize)
+        path = f"/v1/jobs/{job_id}/{'metrics' if metrics else 'logs'}"
+        last_id = f"{after}.0" if after is not None else None
         gave_up = time.monotonic() + reconnect_s
         while True:
             try:
-                events = self._events(job_id, learner, (pos, pagesize), (metrics, states), last_id)
-                for event_id, kind, data in events:
+                for event_id, kind, data in self._events(path, params, last_id):
                     last_id = event_id or last_id
                     gave_up = time.monotonic() + reconnect_s
                     yield kind, data
@@ -327,23 +336,9 @@ class LoomClient(AccountCalls):
                 time.sleep(0.5)
 
     def _events(
-        self,
-        job_id: str,
-        learner: int | None,
-        window: tuple[int, int],  # (pos, pagesize) of the lines before the live ones
-        wanted: tuple[bool, bool],  # (metrics, states)
-        last_id: str | None,
+        self, path: str, params: dict[str, Any], last_id: str | None
     ) -> Iterator[tuple[str | None, str, dict[str, Any]]]:
-        metrics, states = wanted
-        params: dict[str, Any] = {"follow": "true"}
-        if states:
-            params["states"] = "true"
-        if learner is not None:
-            params["learner"] = learner
-        if not metrics:
-            params.update(pos=window[0], pagesize=window[1])
         headers = {"Last-Event-ID": last_id} if last_id else {}
-        path = f"/v1/jobs/{job_id}/{'metrics' if metrics else 'logs'}"
         timeout = httpx.Timeout(60.0, read=None)
         with self._http.stream(
             "GET", path, params=params, headers=headers, timeout=timeout
