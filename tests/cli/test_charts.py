@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from loom.cli.charts import Line, lines_of, pick, plot, smoothed
@@ -49,6 +50,15 @@ def test_a_chart_has_every_series_in_its_legend_and_a_log_scale_drops_non_positi
     text = ANSI.sub("", plot(lines, title="loss", width=60, height=12))
     assert "train/loss" in text and "test/loss" in text and "step" in text
     assert len(text.splitlines()) <= 12
-    logged = ANSI.sub("", plot(lines, title="loss", log_y=True, width=60, height=12))
-    assert "0.01" in logged  # the log axis reaches down to the smallest value
+    linear = ticks(text)
+    logged = ticks(ANSI.sub("", plot(lines, title="loss", log_y=True, width=60, height=12)))
+    steps = [a - b for a, b in itertools.pairwise(linear)]
+    ratios = [a / b for a, b in itertools.pairwise(logged)]
+    assert max(steps) - min(steps) < 0.02  # evenly spaced values: a linear axis
+    assert max(ratios) - min(ratios) < 0.1 and min(ratios) > 2  # even ratios: a log axis
     assert plot([Line("x", [1, 2], [0.0, -1.0])], log_y=True) == "(no values to draw)"
+
+
+def ticks(chart: str) -> list[float]:
+    """The y axis' tick values, top down."""
+    return [float(line.split("┤")[0]) for line in chart.splitlines() if "┤" in line]
