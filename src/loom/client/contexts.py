@@ -75,8 +75,12 @@ def get(name: str) -> Context:
     for context in found:
         if context.name == name:
             return context
-    known = ", ".join(c.name for c in found) or "none yet; add one with `loom context add`"
-    raise ClientError(f"no context {name!r} (contexts: {known})")
+    raise _unknown(name, [c.name for c in found])
+
+
+def _unknown(name: str, names: list[str]) -> ClientError:
+    known = ", ".join(sorted(names)) or "none yet; add one with `loom context add`"
+    return ClientError(f"no context {name!r} (contexts: {known})")
 
 
 def active() -> Context | None:
@@ -104,15 +108,17 @@ def add(name: str, url: str, token: str | None, *, use: bool = False) -> None:
 
 
 def use(name: str) -> None:
-    get(name)
     data = _read()
+    if name not in data["contexts"]:
+        raise _unknown(name, list(data["contexts"]))
     data["current"] = name
     _write(data)
 
 
 def remove(name: str) -> None:
-    get(name)
     data = _read()
+    if name not in data["contexts"]:
+        raise _unknown(name, list(data["contexts"]))
     del data["contexts"][name]
     if data["current"] == name:
         data["current"] = None

@@ -151,13 +151,14 @@ class MessageReader:
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
-        length = dict(self.headers).get(b"content-length")
+        named = dict(self.headers)
+        length = named.get(b"content-length")
         if length is not None and length.strip().isdigit() and int(length) > self.max_body:
             size = int(length)
             self._refuse(
                 BadMessage(f"the body is {size} bytes, more than the limit of {self.max_body}", 413)
             )
-        expect = dict(self.headers).get(b"expect", b"").lower()
+        expect = named.get(b"expect", b"").lower()
         if self.writer is not None and expect == b"100-continue":
             self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
