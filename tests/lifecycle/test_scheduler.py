@@ -3,10 +3,31 @@
 from __future__ import annotations
 
 from loom.domain.resources import Resources
-from loom.lifecycle.scheduler import Backlog, QueuedJob, Verdict, plan, waiting_reason
+from loom.lifecycle.scheduler import (
+    Backlog,
+    Decision,
+    Planner,
+    QueuedJob,
+    Quota,
+    Usage,
+    Verdict,
+    waiting_reason,
+)
 
 GIB = 2**30
 MACHINE = Resources(cpus=2, memory=8 * GIB, gpus=0)
+
+
+def plan(
+    queue: list[QueuedJob],
+    capacity: Resources,
+    in_use: Resources,
+    usage: dict[str, Usage] | None = None,
+    quotas: dict[str, Quota] | None = None,
+) -> list[Decision]:
+    """The planner's decisions for a whole queue, in order."""
+    planner = Planner(capacity, in_use, usage, quotas)
+    return [planner.decide(job) for job in queue]
 
 
 def job(name: str, cpus: float, learners: int = 1, gpus: int = 0) -> QueuedJob:
@@ -43,7 +64,6 @@ def test_impossible_job_is_reported_and_does_not_block() -> None:
 
 def test_quota_holds_only_that_users_jobs() -> None:
     """A job over its owner's quota waits with the reason; other users' jobs go ahead."""
-    from loom.lifecycle.scheduler import Quota, Usage
 
     a1 = QueuedJob("a1", Resources(1, GIB, 0), 1, owner="ann")
     b1 = QueuedJob("b1", Resources(1, GIB, 0), 1, owner="bob")
@@ -56,7 +76,6 @@ def test_quota_holds_only_that_users_jobs() -> None:
 
 def test_quota_counts_jobs_started_in_the_same_pass() -> None:
     """Two queued jobs of one user with a one-job quota: only the first starts."""
-    from loom.lifecycle.scheduler import Quota
 
     jobs = [QueuedJob(n, Resources(0.5, GIB, 0), 1, owner="ann") for n in ("x", "y")]
     decisions = plan(jobs, MACHINE, Resources(), {}, {"ann": Quota(jobs=1)})

@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, unquote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from loom.api.errors import error_body
 from loom.domain.errors import NUL_WHY
 
 
@@ -36,7 +37,7 @@ class NoNul:
         if not where:
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"error": f"{where}: {NUL_WHY}", "field": where}).encode()
+        body = json.dumps(error_body(f"{where}: {NUL_WHY}", field=where)).encode()
         headers = [(b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": 400, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -144,18 +144,6 @@ def never_reason(need: Resources, capacity: Resources) -> str:
     return f"needs more than this platform has: {need.shortfall(capacity, 'in total')}"
 
 
-def plan(
-    queue: Sequence[QueuedJob],
-    capacity: Resources,
-    in_use: Resources,
-    usage: Mapping[str, Usage] | None = None,
-    quotas: Mapping[str, Quota] | None = None,
-) -> list[Decision]:
-    """Decide for each queued job, in queue order (see `Planner`)."""
-    planner = Planner(capacity, in_use, usage, quotas)
-    return [planner.decide(job) for job in queue]
-
-
 EXACT_UP_TO = 100  # jobs ahead counted one by one; beyond, in hundreds
 
 
