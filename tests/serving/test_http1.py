@@ -12,7 +12,6 @@ from loom.serving.http1 import (
     MessageReader,
     encode_request,
     encode_response,
-    read_message,
 )
 
 
@@ -21,7 +20,7 @@ def read(raw: bytes, max_body: int = 1000) -> Message | None:
         reader = asyncio.StreamReader()
         reader.feed_data(raw)
         reader.feed_eof()
-        return await read_message(reader, max_body=max_body)
+        return await MessageReader(reader, max_body=max_body).next()
 
     return asyncio.run(go())
 

@@ -194,17 +194,6 @@ def _said(exc: Exception) -> str:
     return str(exc).removeprefix("Expected ").strip() or type(exc).__name__
 
 
-async def read_message(
-    reader: asyncio.StreamReader,
-    *,
-    max_body: int,
-    writer: asyncio.StreamWriter | None = None,
-) -> Message | None:
-    """One message from a stream that carries no other after it (a response to one request;
-    a test). A connection that may carry several keeps one `MessageReader`."""
-    return await MessageReader(reader, max_body=max_body, writer=writer).next()
-
-
 def encode_request(message: Message, extra: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
     """The request as the gateway forwards it: end-to-end headers but the caller's credentials,
     a Content-Length body."""
