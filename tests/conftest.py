@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import signal
@@ -83,6 +84,24 @@ def manifest(command: str, **extra: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.cache
+def package_sources() -> dict[str, str]:
+    """Job environments install from where this machine's pip does (a local mirror, wheels on
+    disk), as an admin would configure it; PyPI otherwise."""
+    found = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    settings = {}
+    for line in found.splitlines():
+        key, _, value = line.partition("=")
+        words = ",".join(value.strip().strip("'\"").split())
+        if key.endswith(".extra-index-url") and words:
+            settings["LOOM_ENVIRONMENTS_EXTRA_INDEX_URLS"] = words
+        if key.endswith(".find-links") and words:
+            settings["LOOM_ENVIRONMENTS_FIND_LINKS"] = words
+    return settings
+
+
 class Server:
     """`python -m loom.api` as a child process; can be killed with -9 and started again."""
 
@@ -91,7 +110,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # Host folders a test makes beside the home may be data stores.
-        shared = {"LOOM_HOST_MOUNT_ROOTS": str(home.parent)}
+        shared = {"LOOM_HOST_MOUNT_ROOTS": str(home.parent), **package_sources()}
         if ON_POSTGRES:
             shared["LOOM_DATABASE_URL"] = database_url(home)
         self.env = {**os.environ, "LOOM_HOME": str(home), **shared, **env}

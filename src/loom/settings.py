@@ -83,6 +83,34 @@ class Settings(BaseSettings):
         default=600.0, description="how long a learner keeps resending to an unreachable API"
     )
 
+    # job environments
+    environments_dir: Path | None = Field(
+        default=None,
+        description="where job environments are built and cached, on each machine that runs "
+        "learners; default: LOOM_HOME/environments",
+    )
+    environments_index_url: str | None = Field(
+        default=None, description="the package index environments install from; default: PyPI"
+    )
+    environments_extra_index_urls: Names = Field(
+        default_factory=list, description="more indexes, searched before the main one"
+    )
+    environments_find_links: Names = Field(
+        default_factory=list, description="folders or pages of wheels, searched too"
+    )
+    environments_source_builds: bool = Field(
+        default=False,
+        description="let environments build packages from source (that runs the package's "
+        "build code on the platform's machine); default: wheels only",
+    )
+    environments_max_gb: float = Field(
+        default=20.0, gt=0, description="environments kept per machine, least recently used go"
+    )
+    environments_max_age_days: float = Field(
+        default=30.0, gt=0, description="an environment no job used for this long is removed"
+    )
+    environments_build_timeout_s: float = Field(default=1800.0, gt=0)
+
     # isolation
     isolation: Literal["auto", "sandbox", "off"] = Field(
         default="auto",
@@ -206,6 +234,10 @@ class Settings(BaseSettings):
     @property
     def jobs_dir(self) -> Path:
         return self.home_dir / "jobs"
+
+    @property
+    def envs_dir(self) -> Path:
+        return (self.environments_dir or self.home_dir / "environments").expanduser()
 
     @property
     def artifacts_dir(self) -> Path:

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from loom.domain.environments import MAX_PACKAGES, requirement_problem
 from loom.domain.errors import NUL_WHY, ManifestError
 from loom.domain.patterns import PatternError, compile_pattern, reference
 from loom.domain.resources import ResourceError, Resources, parse_memory
@@ -132,9 +133,29 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 class Environment(_Strict):
-    """What a job runs with beyond its framework: for now, its environment variables."""
+    """What a job runs with beyond its framework: packages from the platform's index (`pip`),
+    a requirements file in its code (`requirements`), Python's version, and variables."""
 
+    pip: list[Text] = Field(default_factory=list, max_length=MAX_PACKAGES)
+    requirements: Text | None = Field(default=None, min_length=1, max_length=300)
+    python: Text | None = Field(default=None, pattern=r"^3\.\d{1,2}$")
     env: dict[str, Text] = Field(default_factory=dict)
+
+    @field_validator("pip")
+    @classmethod
+    def _requirements(cls, value: list[str]) -> list[str]:
+        for index, text in enumerate(value):
+            problem = requirement_problem(text)
+            if problem is not None:
+                raise ValueError(f"[{index}] {text!r}: {problem}")
+        return value
+
+    @field_validator("requirements")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in value.split("/")):
+            raise ValueError("must be a path inside the model code, such as requirements.txt")
+        return value
 
     @field_validator("env")
     @classmethod

@@ -38,6 +38,9 @@ class SandboxPolicy:
         env: dict[str, str] = spec.get("env", {})
         data = {dirs["DATA_DIR"]} | {v for k, v in env.items() if k.startswith("DATA_DIR_")}
         devices = env.get("CUDA_VISIBLE_DEVICES", "")
+        built = spec.get("environment")  # the job's environment, shared read-only
+        if built:
+            data.add(f"{built['root']}/{built['digest']}")
         job, attempt, learner = spec["job_id"], spec["attempt"], spec["learner_id"]
         return {
             "uid": uid_for(job, self.uid_base),

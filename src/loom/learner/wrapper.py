@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loom.environments import builder
 from loom.learner.collectors import file_collectors, line_collectors
 from loom.learner.confine import BIN, Confinement, disk_usage, process_group
 from loom.learner.shipper import Api, Shipper, write_json_atomic
@@ -33,6 +34,7 @@ STORAGE_EXCEEDED = "C203"
 LOAD_MODEL = "S301"
 LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
+ENVIRONMENT_FAILED = "C103"
 
 LOCAL_STORE_TYPES = {"local", "mount_volume", "host_mount"}
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -79,6 +81,9 @@ class Learner:
         self.confined = Confinement(sandbox, self.private) if sandbox else None
         self.storage_limit = int(spec.get("storage_limit") or 0)
         self.storage_exceeded: int | None = None
+        self.python = str(spec.get("python") or sys.executable)
+        self.env_bin: str | None = None
+        self._environment: builder.Ready | None = None
 
     # -- status -----------------------------------------------------------------------------
     def set_state(self, state: str, **extra: Any) -> dict[str, Any]:
@@ -137,6 +142,40 @@ class Learner:
         except datastores.StoreError as exc:
             raise StepFailed(LOAD_DATA, exc.message) from exc
 
+    def prepare(self) -> None:
+        """The job's environment on this machine: reused, or built (its lines in the job's
+        log, its progress in the job's status), then held until the learner ends."""
+        section = self.spec.get("environment")
+        if not section:
+            return
+        request = builder.Request.from_spec(section)
+        said = [0.0]
+
+        def progress(message: str) -> None:
+            now = time.monotonic()
+            if now - said[0] >= 0.5:
+                said[0] = now
+                self.shipper.status(
+                    {"state": "DOWNLOADING", "time": time.time(), "message": message}
+                )
+
+        try:
+            ready = builder.ensure(request, lambda line: self.shipper.put("env", line), progress)
+        except builder.BuildFailed as exc:
+            raise StepFailed(
+                ENVIRONMENT_FAILED,
+                f"the job's environment ({request.describe}) could not be built; "
+                f"the installer said:\n{exc.message}",
+            ) from exc
+        except OSError as exc:
+            raise StepFailed(
+                ENVIRONMENT_FAILED, f"the job's environment could not be prepared: {exc}"
+            ) from exc
+        self._environment = ready
+        self.python, self.env_bin = str(ready.python), str(ready.bin)
+        with contextlib.suppress(OSError):
+            builder.collect(request, lambda line: self.shipper.put("env", line))
+
     def _check_store(self, store: dict[str, Any]) -> None:
         if store["type"] == "s3":
             return
@@ -157,9 +196,12 @@ class Learner:
         variables an admin passes on (`LOOM_LEARNER_ENV`), FfDL's and the framework's, and the
         manifest's `environment.env`."""
         shims = self.private / "bin"
-        _python_shims(shims, self.spec.get("python") or sys.executable)
+        _python_shims(shims, self.python)
         env = environment.allowed(self.spec.get("pass_env", []))
         bin_dir = BIN if self.confined is not None else str(shims)
+        if self.env_bin is not None:  # the environment's own programs (console scripts)
+            bin_dir += f":{self.env_bin}"
+            env["VIRTUAL_ENV"] = str(Path(self.env_bin).parent)
         home = "/tmp" if self.confined is not None else os.environ.get("HOME", "/tmp")
         env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", HOME=home, USER="loom", LOGNAME="loom")
         threads = max(int(float(self.spec.get("cpus") or 0)), 1)
@@ -341,6 +383,7 @@ class Learner:
         self.shipper.start()
         try:
             self.set_state("DOWNLOADING")
+            self.prepare()
             self.download()
             if self.halting:
                 return self._finish("HALTED", message="halted by request")

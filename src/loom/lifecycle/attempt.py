@@ -11,6 +11,7 @@ from loom.domain.learner_env import MPI
 from loom.domain.manifest import Manifest
 from loom.domain.states import JobState
 from loom.launchers.base import LearnerLaunch
+from loom.lifecycle.environments import plan_for, spec_section
 from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
 from loom.settings import Settings
 from loom.store.tables import Learner
@@ -36,6 +37,7 @@ def gang_of(
     if attempt.manifest.framework.name.lower() in MPI:
         attempt.workspace.write_hostfile(gang)
     secrets = store_secrets(attempt.manifest)
+    environment = spec_section(plan_for(attempt.manifest, attempt.code_zip), settings)
     launches, rows = [], []
     for n, devices in enumerate(attempt.devices, start=1):
         handle = str(attempt.workspace.learner_dir(attempt.number, n))
@@ -54,6 +56,7 @@ def gang_of(
             gang=gang,
             devices=devices,
         )
+        spec["environment"] = environment
         if attempt.api_urls:  # several servers on the database: the wrapper ships to any
             spec["api_urls"] = attempt.api_urls
         launches.append(LearnerLaunch(handle, spec, attempt.token, secrets))

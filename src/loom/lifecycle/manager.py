@@ -35,6 +35,7 @@ from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
 from loom.lifecycle import queue_pass
 from loom.lifecycle.admission import check_fits, check_host_paths, check_queue_room, holdings
 from loom.lifecycle.attempt import Attempt, gang_of
+from loom.lifecycle.environments import plan_for
 from loom.lifecycle.scheduler import (
     allocate_devices,
 )
@@ -171,6 +172,7 @@ class LifecycleManager:
         with its credentials redacted; they are stored sealed."""
         check_host_paths(manifest, self.settings.host_mount_roots)
         check_fits(manifest, self.launcher.capacity())
+        plan_for(manifest, code)  # refuses a framework or a package this platform cannot install
         with self._session() as session:  # before storing the code, to refuse cheaply
             check_queue_room(session, owner, self.settings.max_queued_jobs)
         digest = self.artifacts.put(code)
