@@ -50,7 +50,7 @@ def test_tensorflow_learners_see_tf_config(server: Server) -> None:
         "assert len(workers) == 2 and len(set(workers)) == 2, c\n"
         "assert c['task'] == {'type': 'worker', 'index': rank}, c\n"
     )
-    run_check(server, "tensorflow", check)
+    run_check(server, "tensorflow", check, environment="{install_framework: false}")
 
 
 def test_tensorflow_parameter_servers(server: Server) -> None:
@@ -62,7 +62,14 @@ def test_tensorflow_parameter_servers(server: Server) -> None:
         "want = ps if rank == 0 else {'type': 'worker', 'index': rank - 1}\n"
         "assert c['task'] == want, c\n"
     )
-    run_check(server, "tensorflow", check, learners=3, framework_options="{parameter_servers: 1}")
+    run_check(
+        server,
+        "tensorflow",
+        check,
+        learners=3,
+        framework_options="{parameter_servers: 1}",
+        environment="{install_framework: false}",
+    )
 
 
 def test_jax_learners_see_their_variables(server: Server) -> None:
@@ -73,7 +80,7 @@ def test_jax_learners_see_their_variables(server: Server) -> None:
         "assert os.environ['JAX_NUM_PROCESSES'] == '2'\n"
         "assert os.environ['JAX_PROCESS_ID'] == str(rank)\n"
     )
-    run_check(server, "jax", check)
+    run_check(server, "jax", check, environment="{install_framework: false}")
 
 
 def test_horovod_learners_share_a_hostfile(server: Server) -> None:

@@ -150,6 +150,7 @@ def plan(
     python: str,
     provided: Mapping[str, str],
     gpus: int = 0,
+    install_framework: bool = True,
 ) -> Plan | None:
     """What the job needs installed beside the platform's packages; None when it runs in the
     platform's Python as it is (its framework is there, at the version asked for, and it asks
@@ -157,7 +158,7 @@ def plan(
     runtime = runtime_named(framework)
     packages = list(pip) + list(requirements)
     framework_package = _framework_package(runtime, version, provided, gpus)
-    if framework_package is not None:
+    if framework_package is not None and install_framework:
         named = {_name(p) for p in packages}
         if _name(framework_package) not in named:  # the job's own pin wins
             packages.insert(0, framework_package)

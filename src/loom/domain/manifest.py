@@ -139,6 +139,9 @@ class Environment(_Strict):
     pip: list[Text] = Field(default_factory=list, max_length=MAX_PACKAGES)
     requirements: Text | None = Field(default=None, min_length=1, max_length=300)
     python: Text | None = Field(default=None, pattern=r"^3\.\d{1,2}$")
+    # False: the job brings its framework itself (its pip list, its image), or needs only the
+    # framework's launch variables; the platform installs nothing for `framework.name`.
+    install_framework: bool = True
     env: dict[str, Text] = Field(default_factory=dict)
 
     @field_validator("pip")

@@ -55,6 +55,7 @@ def plan_for(manifest: Manifest, code: bytes | Path) -> environments.Plan | None
             python=python,
             provided=provided(),
             gpus=manifest.gpus,
+            install_framework=wanted.install_framework if wanted else True,
         )
     except environments.EnvironmentProblem as exc:
         raise ManifestError(f"field `{exc.field}`: {exc.message}", field=exc.field) from exc

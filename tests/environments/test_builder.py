@@ -1,0 +1,119 @@
+"""The environment builder with the real `uv`: one build per digest under concurrency, a failed
+build leaves nothing behind, and the collector spares what is in use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loom.environments import builder, cache
+from tests.conftest import package_sources
+
+pytestmark = pytest.mark.integration
+
+
+def request(root: Path, packages: list[str], digest: str = "d1", **kw: Any) -> builder.Request:
+    sources = package_sources()
+    extra = sources.get("LOOM_ENVIRONMENTS_EXTRA_INDEX_URLS", "")
+    links = sources.get("LOOM_ENVIRONMENTS_FIND_LINKS", "")
+    args: dict[str, Any] = {
+        "extra_index_urls": [u for u in extra.split(",") if u],
+        "find_links": [u for u in links.split(",") if u],
+        **kw,
+    }
+    return builder.Request(digest=digest, root=root, packages=packages, describe="test", **args)
+
+
+def test_concurrent_learners_build_once_and_share(tmp_path: Path) -> None:
+    wanted = request(tmp_path, ["toolz==1.1.0"])
+    logs: list[list[str]] = [[], [], []]
+    readies: list[builder.Ready] = []
+
+    def one(n: int) -> None:
+        readies.append(builder.ensure(wanted, logs[n].append, lambda _: None))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(readies) == 3
+    assert sum(ready.built for ready in readies) == 1
+    assert sum(any(" built in " in line for line in log) for log in logs) == 1
+    out = subprocess.run(
+        [str(readies[0].python), "-c", "import toolz, loom.tracking; print(toolz.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "1.1.0"
+    marker = json.loads((wanted.folder / builder.MARKER).read_text())
+    assert marker["packages"] == ["toolz==1.1.0"] and marker["bytes"] > 0
+    for ready in readies:
+        ready.release()
+
+
+def test_a_failed_build_leaves_no_environment(tmp_path: Path) -> None:
+    wanted = request(tmp_path, ["loom-no-such-package-anywhere==1.0"])
+    with pytest.raises(builder.BuildFailed) as raised:
+        builder.ensure(wanted, lambda _: None, lambda _: None)
+    assert "loom-no-such-package-anywhere" in raised.value.message
+    assert not wanted.folder.exists()
+
+
+def test_source_builds_are_refused_unless_allowed(tmp_path: Path) -> None:
+    """Building from source runs the package's own code on the platform: wheels only."""
+    wanted = request(tmp_path, ["loom-sdist-only==1.0"], find_links=[str(_sdist(tmp_path))])
+    with pytest.raises(builder.BuildFailed) as raised:
+        builder.ensure(wanted, lambda _: None, lambda _: None)
+    assert "build" in raised.value.message.lower()
+    assert not (tmp_path / "BUILT").exists()
+
+
+def _sdist(tmp_path: Path) -> Path:
+    """A source distribution whose build would leave a mark, were it ever run."""
+    import tarfile
+
+    folder = tmp_path / "sdists"
+    folder.mkdir()
+    source = tmp_path / "src" / "loom_sdist_only-1.0"
+    source.mkdir(parents=True)
+    (source / "setup.py").write_text(
+        f"open({str(tmp_path / 'BUILT')!r}, 'w').write('x')\n"
+        "from setuptools import setup\nsetup(name='loom-sdist-only', version='1.0')\n"
+    )
+    (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: loom-sdist-only\nVersion: 1.0\n")
+    with tarfile.open(folder / "loom_sdist_only-1.0.tar.gz", "w:gz") as archive:
+        archive.add(source, arcname=source.name)
+    return folder
+
+
+def test_collector_removes_old_and_spares_held(tmp_path: Path) -> None:
+    old, held = request(tmp_path, ["toolz==1.1.0"], "old"), request(tmp_path, ["toolz"], "held")
+    for wanted in (old, held):
+        builder.ensure(wanted, lambda _: None, lambda _: None).release()
+    in_use = builder.ensure(held, lambda _: None, lambda _: None)
+    long_ago = time.time() - 90 * 86400
+    for wanted in (old, held):
+        os.utime(wanted.folder / cache.LAST_USED, (long_ago, long_ago))
+    removed = cache.prune(tmp_path, 10 * 2**30, 30 * 86400.0, builder.MARKER)
+    assert removed == ["old"]
+    assert not old.folder.exists() and held.folder.exists()
+    in_use.release()
+    assert cache.prune(tmp_path, 10 * 2**30, 30 * 86400.0, builder.MARKER) == ["held"]
+
+
+def test_collector_keeps_the_machine_under_its_allowance(tmp_path: Path) -> None:
+    first, second = request(tmp_path, ["toolz==1.1.0"], "a"), request(tmp_path, ["toolz"], "b")
+    builder.ensure(first, lambda _: None, lambda _: None).release()
+    time.sleep(0.05)
+    builder.ensure(second, lambda _: None, lambda _: None).release()
+    size = json.loads((second.folder / builder.MARKER).read_text())["bytes"]
+    assert cache.prune(tmp_path, size + 1, 86400.0, builder.MARKER) == ["a"]  # least recent
