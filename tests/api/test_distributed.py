@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from loom.client import LoomClient
+from loom.client.archive import zip_folder
 from tests.conftest import ROOT, Server, make_zip, manifest, wait_for_state
 
 pytestmark = pytest.mark.integration
@@ -205,3 +206,18 @@ def test_quota_holds_a_users_jobs_with_the_reason(server: Server) -> None:
         assert waiting["state"] == "QUEUED"
         assert waiting["queue_reason"] == "quota: 1 of 1 CPUs in use by your running jobs"
         assert wait_for_state(a, second, FINAL, timeout=30)["state"] == "COMPLETED"
+
+
+def test_horovod_style_allreduce_keeps_the_ranks_equal(server: Server) -> None:
+    """The all-reduce example, launched as Horovod would be: both ranks train on their own
+    shard and end with the same weights, and a good accuracy."""
+    example = ROOT / "examples" / "allreduce-horovod"
+    with server.client() as client:
+        job_id = client.submit((example / "manifest.yml").read_bytes(), zip_folder(example))
+        job = wait_for_state(client, job_id, FINAL, timeout=120)
+        assert job["state"] == "COMPLETED", job
+        lines = ok_lines(client, job_id)
+    digests = {x.split()[1]: x.split()[-1] for x in lines if " weights " in x}
+    assert set(digests) == {"0:", "1:"} and len(set(digests.values())) == 1, lines
+    accuracy = [float(x.split()[-1]) for x in lines if "test accuracy" in x]
+    assert len(accuracy) == 2 and min(accuracy) > 0.85, lines
