@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -38,7 +39,8 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=0.5)
     args = parser.parse_args()
     rank, size = rank_and_size()
-    hosts = open(os.environ["HOROVOD_HOSTFILE"]).read().split() if size > 1 else []
+    hostfile = Path(os.environ.get("HOROVOD_HOSTFILE", "/dev/null"))
+    hosts = hostfile.read_text().split() if size > 1 else []
     if size > 1:
         dist.init_process_group("gloo", rank=rank, world_size=size)
     print(f"rank {rank}/{size}, hostfile {hosts}", flush=True)
@@ -59,7 +61,7 @@ def main() -> None:
             allreduce_mean(parameter.grad, size)
         with torch.no_grad():
             for parameter in model.parameters():
-                parameter -= args.learning_rate * parameter.grad  # type: ignore[operator]
+                parameter.sub_(args.learning_rate * parameter.grad)
         average = loss.detach().clone()
         allreduce_mean(average, size)
         accuracy = float((model(x_test).argmax(1) == y_test).float().mean())
