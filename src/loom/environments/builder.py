@@ -226,7 +226,8 @@ def _install_command(request: Request) -> list[str]:
 
 def _run(command: list[str], request: Request, say: Say) -> None:
     env = {k: v for k, v in os.environ.items() if k in INSTALLER_ENV}
-    env.update(UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
+    # The machine's own trust store (a company proxy's CA included), not uv's bundled roots.
+    env.update(UV_PYTHON_DOWNLOADS="never", NO_COLOR="1", UV_SYSTEM_CERTS="1")
     process = subprocess.Popen(
         command,
         cwd=request.root,
