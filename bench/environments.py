@@ -29,9 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from packaging.requirements import Requirement
 from peers import peer_python, table
 
-from loom.client import LoomClient
+from loom.client import ClientError, LoomClient
 from loom.client.archive import zip_folder
 from loom.environments import builder
 
@@ -41,10 +42,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def module_of(requirement: str) -> str:
-    name = requirement.split("==")[0].split(">")[0].split("<")[0].strip().lower()
-    return {"python-slugify": "slugify", "scikit-learn": "sklearn"}.get(
-        name, name.replace("-", "_")
-    )
+    name = Requirement(requirement).name.lower()
+    known = {"python-slugify": "slugify", "scikit-learn": "sklearn"}
+    return known.get(name, name.replace("-", "_"))
 
 
 def loom_builder(packages: list[str], runs: int) -> dict[str, list[float]]:
@@ -127,7 +127,7 @@ def _wait(url: str, server: subprocess.Popen[bytes]) -> None:
             with LoomClient(url, None, timeout=1) as probe:
                 probe.health()
             return
-        except Exception:  # noqa: BLE001 - not up yet
+        except ClientError:  # not up yet
             if server.poll() is not None:
                 raise SystemExit("the Loom server exited") from None
             time.sleep(0.1)
@@ -147,7 +147,7 @@ def ray_envs(packages: list[str], mode: str, runs: int) -> dict[str, object]:
             ("cold", []),
             ("warm", ["--cache-dir", cache]),
             ("warm2", ["--cache-dir", cache]),
-        ):  # noqa: E501
+        ):
             subprocess.run(
                 [str(ray), "start", "--head", "--num-cpus=2", "--include-dashboard=false",
                  "--disable-usage-stats", "--port=6390"],
@@ -160,7 +160,9 @@ def ray_envs(packages: list[str], mode: str, runs: int) -> dict[str, object]:
                     check=True, env=env, capture_output=True, text=True, timeout=1800,
                 )  # fmt: skip
             finally:
-                subprocess.run([str(ray), "stop", "--force"], env=env, capture_output=True)
+                subprocess.run(
+                    [str(ray), "stop", "--force"], env=env, capture_output=True, check=False
+                )
             rows = [json.loads(x) for x in result.stdout.splitlines() if x.startswith("{")]
             found[kind] = rows[-1]
     finally:
