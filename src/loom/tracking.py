@@ -219,3 +219,89 @@ def save_model(
 def _tensor_spec(name: str, tensor: Any) -> dict[str, Any]:
     dtype = str(tensor.dtype).removeprefix("torch.")
     return {"name": name, "shape": [-1, *list(tensor.shape[1:])], "datatype": dtype}
+
+
+def save_keras_model(
+    model: Any,
+    example_input: Any,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    input_names: tuple[str, ...] = ("input",),
+    output_names: tuple[str, ...] = ("output",),
+) -> Path:
+    """Save a Keras 3 model (TensorFlow backend) as a SavedModel (`saved_model/`) and as ONNX
+    (`model.onnx`, converted by tf2onnx in the job's own environment), with `signature.json`.
+
+    `example_input` is an array with a batch dimension, or a list of them (one per input
+    name). Under Loom it goes to `$RESULT_DIR/model/`, registered when the job completes, and
+    served by ONNX Runtime; elsewhere to `directory` or `./model`. Under a multi-worker strategy,
+    call it from the chief only: it reads the variables' values and runs no collective op.
+    The job's environment needs `tf2onnx` (`environment: {pip: [tf2onnx]}`).
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    target = Path(directory or Path(os.environ.get("RESULT_DIR", ".")) / "model")
+    target.mkdir(parents=True, exist_ok=True)
+    several = isinstance(example_input, list | tuple)
+    examples = [np.asarray(x) for x in (example_input if several else [example_input])]
+    if len(examples) != len(input_names):
+        raise ValueError(f"{len(examples)} example inputs for input_names {input_names}")
+    specs = [
+        tf.TensorSpec([None, *x.shape[1:]], tf.as_dtype(x.dtype), name=name)
+        for name, x in zip(input_names, examples, strict=True)
+    ]
+
+    def named_outputs(*inputs: Any) -> dict[str, Any]:
+        result = model(list(inputs) if several else inputs[0], training=False)
+        flat = tf.nest.flatten(result)
+        if len(flat) != len(output_names):
+            raise ValueError(f"the model has {len(flat)} outputs; output_names {output_names}")
+        return dict(zip(output_names, flat, strict=True))
+
+    serve = tf.function(named_outputs, input_signature=specs, autograph=False)
+    _keras_saved_model(serve, specs, target / "saved_model")
+    _keras_onnx(serve, specs, target / "model.onnx")
+    produced = named_outputs(*(tf.constant(x) for x in examples))
+    signature = {
+        "inputs": [_array_spec(n, x) for n, x in zip(input_names, examples, strict=True)],
+        "outputs": [_array_spec(n, produced[n]) for n in output_names],
+        "files": {"onnx": "model.onnx"},
+    }
+    (target / "signature.json").write_text(json.dumps(signature, indent=2))
+    return target
+
+
+def _keras_saved_model(serve: Any, specs: list[Any], folder: Path) -> None:
+    """What `model.export()` writes, with the signature's names, and each weight once (the
+    endpoint tracks the variables it reads)."""
+    import keras
+
+    archive = keras.export.ExportArchive()
+    archive.add_endpoint("serve", serve, input_signature=specs)
+    archive.write_out(str(folder), verbose=False)
+
+
+def _keras_onnx(serve: Any, specs: list[Any], path: Path) -> None:
+    import tensorflow as tf
+    import tf2onnx
+
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")  # freezing distributed variables warns; their values are read
+    try:
+        onnx_model, _ = tf2onnx.convert.from_function(serve, input_signature=specs)
+    finally:
+        logger.setLevel(level)
+    for value in [*onnx_model.graph.input, *onnx_model.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        if dims and not dims[0].HasField("dim_value"):
+            dims[0].dim_param = "batch"  # tf2onnx calls it unk__N
+    path.write_bytes(onnx_model.SerializeToString())
+
+
+def _array_spec(name: str, value: Any) -> dict[str, Any]:
+    import numpy as np
+
+    array = np.asarray(value)
+    return {"name": name, "shape": [-1, *array.shape[1:]], "datatype": str(array.dtype)}
