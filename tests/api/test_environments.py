@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+from pathlib import Path
 
 import pytest
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, make_zip, manifest, wait_for_state
+from loom.domain.manifest import parse_manifest
+from loom.lifecycle.environments import plan_for, spec_section
+from loom.settings import Settings
+from tests.conftest import (
+    Server,
+    eventually,
+    make_zip,
+    manifest,
+    package_sources,
+    wait_for_state,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -138,3 +150,33 @@ def test_bad_environment_refused_at_submission(
     assert field in str(raised.value) and words in str(raised.value)
     with server.client() as client:
         assert client.jobs()["jobs"] == []  # nothing stored
+
+
+def test_a_job_waits_for_a_build_under_way_and_says_so(server: Server) -> None:
+    """While another builder holds the environment's lock, the job shows why it waits; then it
+    runs in what that builder made."""
+    text = manifest("python show.py", environment="{pip: [tabulate==0.10.0, toolz]}")
+    code = make_zip({"show.py": SHOW})
+    sources = {k.removeprefix("LOOM_").lower(): v for k, v in package_sources().items()}
+    settings = Settings(home=server.home, **sources)
+    section = spec_section(plan_for(parse_manifest(text), code), settings)
+    assert section is not None
+    root = Path(section["root"])
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / f"{section['digest']}.lock").open("a+b") as lock, server.client() as client:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a builder on this machine would
+        job_id = client.submit(text, code)
+        waiting = eventually(
+            lambda: "another job is building it" in client.job(job_id)["status_message"],
+            timeout=60,
+        )
+        job = client.job(job_id)
+        assert job["state"] == "DOWNLOADING", job
+        assert "preparing environment" in job["status_message"], job
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        job = wait_for_state(client, job_id, FINAL, timeout=120)
+        assert job["state"] == "COMPLETED", job
+        said = lines(client, job_id, "env")
+    assert waiting >= 0
+    assert any("waiting for another job building it" in line for line in said), said
+    assert any(" built in " in line for line in said), said  # nobody had: this one did

@@ -122,10 +122,11 @@ def ensure(request: Request, log: Say, progress: Say) -> Ready:
     began = time.monotonic()
     request.root.mkdir(parents=True, exist_ok=True)
     request.root.chmod(0o755)
+    wait = _Waiting(request, log, progress)
     built = False
     while True:
         lock = _open_lock(request)
-        fcntl.flock(lock, fcntl.LOCK_SH)
+        wait.acquire(lock, fcntl.LOCK_SH)
         marker = _marker(request)
         if marker is not None and marker.get("base") == _base_paths():
             _touch(request.folder)
@@ -136,18 +137,34 @@ def ensure(request: Request, log: Say, progress: Say) -> Ready:
                 )
             return Ready(request.folder, _python(request.folder), built, _since(began), lock)
         lock.close()  # not built (or built over another Loom): build it, or wait for its builder
-        built = _build_locked(request, log, progress)
+        built = _build_locked(request, wait, log, progress)
 
 
-def _build_locked(request: Request, log: Say, progress: Say) -> bool:
+class _Waiting:
+    """Takes a lock, saying once (in the log and the job's status) when it must wait for it."""
+
+    def __init__(self, request: Request, log: Say, progress: Say) -> None:
+        self.request, self.log, self.progress = request, log, progress
+        self.said = False
+
+    def acquire(self, lock: IO[bytes], mode: int) -> None:
+        try:
+            fcntl.flock(lock, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        if not self.said:
+            self.said = True
+            what = f"({self.request.describe})"
+            self.progress(f"preparing environment {what}: another job is building it")
+            self.log(f"environment {self.request.digest}: waiting for another job building it")
+        fcntl.flock(lock, mode)
+
+
+def _build_locked(request: Request, wait: _Waiting, log: Say, progress: Say) -> bool:
     """Build it unless another learner did while this one waited; whether this one did."""
     with _open_lock(request) as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"preparing environment ({request.describe}): another job is building it")
-            log(f"environment {request.digest}: waiting for another job that is building it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        wait.acquire(lock, fcntl.LOCK_EX)
         marker = _marker(request)
         if marker is not None and marker.get("base") == _base_paths():
             return False
