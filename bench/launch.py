@@ -109,7 +109,7 @@ def loom(runs: int, isolation: str = "auto") -> list[tuple[float, float]]:
 def ray_jobs(runs: int) -> list[tuple[float, float]]:
     python = peer_python("ray", RAY)
     ray = python.parent / "ray"
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     subprocess.run(
         [str(ray), "start", "--head", "--include-dashboard=true", "--num-cpus=2",
          "--dashboard-port=8265", "--disable-usage-stats"],

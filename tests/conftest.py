@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # each platform then keeps its state in its own database on one throw-away PostgreSQL server.
 ON_POSTGRES = os.environ.get("LOOM_TEST_DB", "sqlite") == "postgres"
 sqlite_only = pytest.mark.skipif(ON_POSTGRES, reason="reads SQLite's own files")
+# Slow tests of what the database plays no part in run in the SQLite pass only.
+database_free = pytest.mark.skipif(ON_POSTGRES, reason="the database plays no part")
 _postgres: list[Any] = []
 _databases: dict[str, str] = {}
 

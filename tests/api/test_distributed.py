@@ -11,7 +11,7 @@ import pytest
 
 from loom.client import LoomClient
 from loom.client.archive import zip_folder
-from tests.conftest import ROOT, Server, make_zip, manifest, wait_for_state
+from tests.conftest import ROOT, Server, database_free, make_zip, manifest, wait_for_state
 
 pytestmark = pytest.mark.integration
 
@@ -208,6 +208,7 @@ def test_quota_holds_a_users_jobs_with_the_reason(server: Server) -> None:
         assert wait_for_state(a, second, FINAL, timeout=30)["state"] == "COMPLETED"
 
 
+@database_free
 def test_horovod_style_allreduce_keeps_the_ranks_equal(server: Server) -> None:
     """The all-reduce example, launched as Horovod would be: both ranks train on their own
     shard and end with the same weights, and a good accuracy."""

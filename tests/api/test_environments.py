@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from loom.lifecycle.environments import plan_for, spec_section
 from loom.settings import Settings
 from tests.conftest import (
     Server,
+    database_free,
     eventually,
     make_zip,
     manifest,
@@ -21,7 +23,7 @@ from tests.conftest import (
     wait_for_state,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, database_free]
 
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
 SHOW = (
@@ -126,6 +128,14 @@ def test_the_environment_is_read_only_to_the_job(server: Server) -> None:
         assert wait_for_state(client, again, FINAL, timeout=120)["state"] == "COMPLETED"
 
 
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One platform for the refusals: none of them stores anything."""
+    srv = Server(tmp_path_factory.mktemp("refusing") / "home").start()
+    yield srv
+    srv.stop()
+
+
 @pytest.mark.parametrize(
     ("framework", "environment", "field", "words"),
     [
@@ -139,16 +149,16 @@ def test_the_environment_is_read_only_to_the_job(server: Server) -> None:
     ],
 )
 def test_bad_environment_refused_at_submission(
-    server: Server, framework: str, environment: str | None, field: str, words: str
+    refusing: Server, framework: str, environment: str | None, field: str, words: str
 ) -> None:
     text = manifest("true", **({"environment": environment} if environment else {}))
     text = text.replace("  name: python", f"  name: {framework}")
     code = make_zip({"requirements.txt": "tabulate\n-r /etc/shadow\n"})
-    with server.client() as client, pytest.raises(ClientError) as raised:
+    with refusing.client() as client, pytest.raises(ClientError) as raised:
         client.submit(text, code)
     assert raised.value.status == 400
     assert field in str(raised.value) and words in str(raised.value)
-    with server.client() as client:
+    with refusing.client() as client:
         assert client.jobs()["jobs"] == []  # nothing stored
 
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from loom.client.archive import zip_folder
-from tests.conftest import ROOT, Server, wait_for_state
+from tests.conftest import ROOT, Server, database_free, wait_for_state
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, database_free]
 
 EXAMPLE = ROOT / "examples" / "digits-tensorflow"
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
