@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loom.environments import builder
+from loom.learner import mlflow_api
 from loom.learner.collectors import file_collectors, line_collectors
 from loom.learner.confine import BIN, Confinement, disk_usage, process_group
 from loom.learner.shipper import Api, Shipper, write_json_atomic
@@ -84,6 +85,7 @@ class Learner:
         self.python = str(spec.get("python") or sys.executable)
         self.env_bin: str | None = None
         self._environment: builder.Ready | None = None
+        self.mlflow: mlflow_api.Endpoint | None = None
 
     # -- status -----------------------------------------------------------------------------
     def set_state(self, state: str, **extra: Any) -> dict[str, Any]:
@@ -210,6 +212,8 @@ class Learner:
         env.update(self.spec.get("env", {}))
         env["PYTHONPATH"] = str(self.dirs["MODEL_DIR"])
         env["PYTHONUNBUFFERED"] = "1"
+        if self.mlflow is not None:  # MLflow's client logs here (unless the job says otherwise)
+            env.update(self.mlflow.env())
         env.update(self.spec.get("user_env", {}))
         return env
 
@@ -229,6 +233,7 @@ class Learner:
         return self.confined.argv(command, cwd, self.private / "bin"), self.confined.enter
 
     def process(self) -> int:
+        self.mlflow = self._mlflow_endpoint()
         env = self.environment()
         argv, before_exec = self._command()
         self.child = subprocess.Popen(
@@ -264,7 +269,17 @@ class Learner:
             self.confined.teardown()
         for reader in readers:
             reader.join(timeout=5.0)
+        if self.mlflow is not None:
+            self.mlflow.close()
         return code
+
+    def _mlflow_endpoint(self) -> mlflow_api.Endpoint | None:
+        artifacts = f"file://{self.dirs['RESULT_DIR']}/artifacts"
+        tracking = mlflow_api.Tracking(self.spec["job_id"], artifacts, self.shipper.put_points)
+        try:
+            return mlflow_api.Endpoint(tracking).start()
+        except OSError:  # no loopback port: the job runs, without MLflow's API
+            return None
 
     def _signal(self, sig: int) -> None:
         """A signal to the learner's processes (in a sandbox, all of them but bwrap's monitor,

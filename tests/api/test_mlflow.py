@@ -1,0 +1,80 @@
+"""Training code written for MLflow runs unchanged: the real `mlflow` client, installed in the
+job's environment, logs to the learner's MLflow endpoint, and its metrics, parameters and tags
+are the job's, in Loom's API and CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Server, database_free, make_zip, manifest, wait_for_state
+
+pytestmark = [pytest.mark.integration, database_free]
+
+FINAL = {"COMPLETED", "FAILED", "HALTED"}
+SCRIPT = """
+import mlflow, pathlib
+mlflow.set_experiment("digits")
+with mlflow.start_run(run_name="baseline") as run:
+    mlflow.log_param("lr", 0.01)
+    mlflow.log_params({"layers": 3, "optimizer": "adam"})
+    mlflow.set_tag("dataset", "digits-v1")
+    for step in range(1, 4):
+        mlflow.log_metric("loss", 1.0 / step, step=step)
+        mlflow.log_metrics({"test/accuracy": 0.5 + step / 10}, step=step)
+    pathlib.Path("notes.txt").write_text("what this run tried")
+    mlflow.log_artifact("notes.txt")
+    try:
+        mlflow.log_param("lr", 0.5)
+    except mlflow.exceptions.MlflowException as exc:
+        print("refused:", str(exc)[:60])
+    print("run", run.info.run_id)
+"""
+
+
+def test_mlflow_client_logs_into_the_job(server: Server, tmp_path: Path) -> None:
+    text = manifest("python train.py", environment="{pip: [mlflow-skinny==3.17.2]}")
+    with server.client() as client:
+        job_id = client.submit(text, make_zip({"train.py": SCRIPT}))
+        job = wait_for_state(client, job_id, FINAL, timeout=180)
+        lines = [x["line"] for x in client.logs(job_id, pagesize=10_000)]
+        assert job["state"] == "COMPLETED", (job, lines[-30:])
+        shown = client.job(job_id)
+        series = client.metrics(job_id, form="series")["series"]
+        client.download(job_id, "results", tmp_path / "results.zip")
+    assert any(line.startswith("refused:") and "Changing param values" in line for line in lines), [
+        x for x in lines if "refused" in x
+    ]
+    assert shown["params"] == {"layers": "3", "lr": "0.01", "optimizer": "adam"}
+    assert shown["tags"] == {"dataset": "digits-v1"}
+    assert series["mlflow"]["loss"] == {"steps": [1, 2, 3], "values": [1.0, 0.5, 1 / 3]}
+    assert series["test"]["accuracy"]["values"] == pytest.approx([0.6, 0.7, 0.8])
+    with zipfile.ZipFile(tmp_path / "results.zip") as results:
+        names = results.namelist()
+    assert any(name.endswith("notes.txt") and name.startswith("artifacts/") for name in names)
+
+    env = {**os.environ, "LOOM_HOME": str(server.home), "COLUMNS": "100"}
+    env.pop("LOOM_URL", None)
+    shown_cli = subprocess.run(
+        [sys.executable, "-m", "loom", "show", job_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "lr" in shown_cli and "0.01" in shown_cli and "digits-v1" in shown_cli
+    metrics_cli = subprocess.run(
+        [sys.executable, "-m", "loom", "metrics", job_id, "--metric", "loss"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "loss" in metrics_cli
