@@ -230,6 +230,9 @@ def _venv_command(folder: Path) -> list[str]:
 def _install_command(request: Request) -> list[str]:
     command = [uv_binary(), "pip", "install", "--no-config", "--python"]
     command += [str(_python(request.folder)), "--color", "never", "--no-progress"]
+    # Compiled once here: the environment is read-only to jobs, which could not cache the
+    # bytecode themselves and would compile every module they import, every time.
+    command.append("--compile-bytecode")
     if not request.source_builds:
         command.append("--no-build")
     if request.index_url:
