@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -20,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, register, running, stop_deployments
+from tests.conftest import Server, eventually, register, running, stop_deployments
 
 pytestmark = pytest.mark.integration
 
@@ -172,6 +173,8 @@ def test_deploy_predict_list_show_delete(platform: tuple[Server, LoomClient], im
     records = [json.loads(line) for line in log_file.read_text().splitlines()]
     assert [r["status"] for r in records] == [200, 200, 400]
     assert '"image"' in records[0]["request"] and "logits" in records[0]["response"]
+    assert httpx.get(f"{endpoint}/").json() == {"status": "alive"}  # KServe's V1 liveness
+    assert httpx.get(f"{endpoint}/v1/models", headers=owner).json() == {"models": ["web"]}
     pids = [r["pid"] for r in client.deployment("web")["replica_list"]]
     gateway = int(next(server.home.glob("deployments/*/gateway.pid")).read_text())
     for pid in [gateway, *pids]:  # no platform settings (admin token, database URL) in them
@@ -333,3 +336,20 @@ def test_rolling_update_and_platform_crash(
         )
         assert response.status_code == 200
     stop_deployments(server.home)
+
+
+def test_a_gateway_whose_folder_is_gone_ends_with_its_replicas(
+    platform: tuple[Server, LoomClient],
+) -> None:
+    """No orphans: with its platform stopped and its folder removed (a deleted home), a
+    deployment's gateway stops, and its replicas with it."""
+    server, client = platform
+    client.deploy("orphan", "digits", min_replicas=2, max_replicas=2)
+    found = wait_for(client, "orphan", lambda d: d.get("replicas", {}).get("ready") == 2)
+    folder = next(server.home.glob("deployments/*/gateway.pid")).parent
+    pids = [int((folder / "gateway.pid").read_text())]
+    pids += [r["pid"] for r in found["replica_list"]]
+    assert all(running(pid) for pid in pids)
+    server.stop()
+    shutil.rmtree(folder)
+    eventually(lambda: not any(running(pid) for pid in pids), timeout=30)

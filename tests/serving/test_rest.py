@@ -285,6 +285,9 @@ def test_digits_model_v2_and_v1(models: Path, file: str) -> None:
         assert np.allclose(np.asarray(v1["predictions"]), logits, atol=1e-4)
         assert httpx.get(f"{server.url}/v1/models/digits").json() == {
             "name": "digits", "ready": True}  # fmt: skip
+        # KServe's V1 liveness and model list, as its model server answers them.
+        assert httpx.get(f"{server.url}/").json() == {"status": "alive"}
+        assert httpx.get(f"{server.url}/v1/models").json() == {"models": ["digits"]}
         wrong = httpx.post(f"{server.url}/v2/models/digits/infer", json={"inputs": [
             {"name": "image", "shape": [1, 8, 8], "datatype": "FP32",
              "data": [0.0] * 64}]})  # fmt: skip

@@ -36,13 +36,13 @@ from loom.serving.exposition import CONTENT_TYPE, histogram, relabelled, render
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
 from loom.serving.observe import Histogram, RequestLog
 from loom.serving.replicas import Replica, ReplicaGone, generation, private_sockets, socket_path
-from loom.serving.spec import PID, STATUS, DeploymentSpec, redact_paths, write_atomic
+from loom.serving.spec import PID, SPEC, STATUS, DeploymentSpec, redact_paths, write_atomic
 
 TICK_S = 0.1
 MAX_REQUEST = 64 * 2**20
 JSON = [(b"content-type", b"application/json")]
 CHALLENGE = [*JSON, (b"www-authenticate", b"Bearer")]
-HEALTH = frozenset({"/v2/health/live", "/v2/health/ready"})  # open: they tell nothing
+HEALTH = frozenset({"/", "/v2/health/live", "/v2/health/ready"})  # open: they tell nothing
 
 
 def _error(status: int, message: str, keep_alive: bool = True) -> bytes:
@@ -119,6 +119,8 @@ class Gateway:
             return encode_response(200, body, [(b"content-type", CONTENT_TYPE.encode())])
         if path == "/v2/health/live":
             return encode_response(200, b'{"live":true}', JSON)
+        if path == "/":  # KServe's V1 liveness
+            return encode_response(200, b'{"status":"alive"}', JSON)
         if path == "/v2/health/ready":
             ready = any(r.state == "ready" for r in self.replicas) or self.spec.min_replicas == 0
             return encode_response(200, orjson.dumps({"ready": ready}), JSON)
@@ -310,6 +312,10 @@ class Gateway:
         written: dict[str, Any] = {}
         while not self.stopping.is_set():
             now = time.monotonic()
+            if not (self.folder / SPEC).exists():  # deleted, or its platform's home is gone
+                print("the deployment's folder is gone: stopping", file=sys.stderr, flush=True)
+                self.stopping.set()
+                break
             self.access.refresh()
             self.autoscaler.sample(now, self.inflight)
             self.reconcile(now)
@@ -344,7 +350,8 @@ class Gateway:
         self.stopping.set()
         await asyncio.gather(*(r.drain(self.spec.drain_timeout_s) for r in list(self.replicas)))
         self.replicas.clear()
-        write_atomic(self.folder / STATUS, {**self.status(), "updated_at": time.time()})
+        with contextlib.suppress(OSError):  # the folder may be gone with the deployment
+            write_atomic(self.folder / STATUS, {**self.status(), "updated_at": time.time()})
         if self.log is not None:
             self.log.close()
 

@@ -80,6 +80,12 @@ def build_app(plane: DataPlane) -> ASGIApp:
         served = plane.model(p["model"], p.get("version"))
         return _json({"name": served.name, "ready": True})
 
+    async def v1_alive(_r: Request, _p: dict[str, str]) -> Response:
+        return _json({"status": "alive"})  # KServe's V1 liveness
+
+    async def v1_models(_r: Request, _p: dict[str, str]) -> Response:
+        return _json({"models": sorted(plane.models)})
+
     async def v1_model(_r: Request, p: dict[str, str]) -> Response:
         served = plane.model(p["model"])
         return _json({"name": served.name, "ready": True})
@@ -104,6 +110,8 @@ def build_app(plane: DataPlane) -> ASGIApp:
         Route("/v2/models/{model}/versions/{version}/ready", handle(model_ready)),
         Route("/v1/models/{model}:predict", handle(v1_predict), methods=["POST"]),
         Route("/v1/models/{model}", handle(v1_model)),
+        Route("/v1/models", handle(v1_models)),
+        Route("/", handle(v1_alive)),
     ]
 
     async def not_found(_r: Request, exc: Exception) -> Response:
