@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from loom.cli.common import client, console
-from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
+from loom.cli.output import Format, JsonOpt, OutputOpt, WatchOpt, chosen, emit, watch, whole
 from loom.cli.progress import transfer
 
 app = typer.Typer(help="The model registry: versions of trained models.", no_args_is_help=True)
@@ -32,9 +32,12 @@ def _version_row(table: Table, v: dict[str, Any]) -> None:
 
 
 @app.command("list")
-def list_models(fmt: OutputOpt = Format.TABLE) -> None:
+def list_models(fmt: OutputOpt = Format.TABLE, watching: WatchOpt = False) -> None:
     """Your models."""
     with client() as loom:
+        if watching:
+            watch(fmt, loom.models, lambda found, _wide: _models_table(found))
+            return
         models = loom.models()
     emit(fmt, models, lambda _wide: _models_table(models))
 
