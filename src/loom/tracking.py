@@ -305,3 +305,58 @@ def _array_spec(name: str, value: Any) -> dict[str, Any]:
 
     array = np.asarray(value)
     return {"name": name, "shape": [-1, *array.shape[1:]], "datatype": str(array.dtype)}
+
+
+def save_sklearn_model(
+    model: Any,
+    example_input: Any,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    input_name: str = "input",
+) -> Path:
+    """Save a fitted scikit-learn model (or pipeline) as ONNX (`model.onnx`, converted by
+    skl2onnx in the job's environment) with `signature.json`: served by ONNX Runtime, never
+    unpickled by the platform. A classifier's outputs are `label` and `probabilities`.
+
+    `example_input` is a 2-D array of samples; its width defines the (float32) input. Under
+    Loom it goes to `$RESULT_DIR/model/`; elsewhere to `directory` or `./model`. The job's
+    environment needs `skl2onnx` (`environment: {pip: [skl2onnx]}`).
+    """
+    import numpy as np
+    import onnxruntime
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import FloatTensorType
+
+    target = Path(directory or Path(os.environ.get("RESULT_DIR", ".")) / "model")
+    target.mkdir(parents=True, exist_ok=True)
+    example = np.asarray(example_input, dtype=np.float32)
+    if example.ndim != 2:
+        raise ValueError(f"example_input must be 2-D (samples × features), got {example.shape}")
+    final = model.steps[-1][1] if hasattr(model, "steps") else model  # a pipeline's classifier
+    options = {id(final): {"zipmap": False}} if hasattr(final, "predict_proba") else None
+    converted = to_onnx(
+        model,
+        initial_types=[(input_name, FloatTensorType([None, example.shape[1]]))],
+        options=options,
+    )
+    _rename_outputs(converted, {"output_label": "label", "output_probability": "probabilities"})
+    (target / "model.onnx").write_bytes(converted.SerializeToString())
+    session = onnxruntime.InferenceSession(str(target / "model.onnx"))
+    names = [o.name for o in session.get_outputs()]
+    produced = session.run(names, {input_name: example[:2]})
+    signature = {
+        "inputs": [_array_spec(input_name, example)],
+        "outputs": [_array_spec(n, v) for n, v in zip(names, produced, strict=True)],
+        "files": {"onnx": "model.onnx"},
+    }
+    (target / "signature.json").write_text(json.dumps(signature, indent=2))
+    return target
+
+
+def _rename_outputs(model: Any, names: dict[str, str]) -> None:
+    """skl2onnx's output names, as a V2 client would want them."""
+    for output in model.graph.output:
+        if output.name in names:
+            old, output.name = output.name, names[output.name]
+            for node in model.graph.node:
+                node.output[:] = [output.name if n == old else n for n in node.output]

@@ -33,6 +33,7 @@ from loom.domain.errors import Conflict, InvalidInput, NotFound, PlatformError
 from loom.launchers.confinement import SandboxPolicy
 from loom.registry.models import ModelRegistry
 from loom.serving.environment import serving_env
+from loom.serving.formats import NotServable, model_file
 from loom.serving.keys import DeploymentAccess
 from loom.serving.replicas import free_port
 from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
@@ -43,7 +44,6 @@ log = logging.getLogger("loom.serving")
 
 SUPERVISE_S = 2.0
 STALE_STATUS_S = 10.0
-MODEL_FILES = ("model.onnx", "model.pt")
 
 
 @dataclass(frozen=True)
@@ -305,13 +305,13 @@ class Deployments:
             return
         if version is None:
             version = self.registry.version(row.owner_id, row.model_name, str(row.model_version))
-        names = {entry["path"] for entry in version.files}
-        if not names & set(MODEL_FILES):
+        digests = {entry["path"]: entry["digest"] for entry in version.files}
+        try:
+            model_file(digests, lambda name: self.registry.artifacts.get(digests[name]))
+        except NotServable as exc:
             raise InvalidInput(
-                f"model {row.model_name!r} version {version.version} has no model.onnx or "
-                f"model.pt to serve (it has: {', '.join(sorted(names))[:200]})",
-                field="model",
-            )
+                f"model {row.model_name!r} version {version.version}: {exc}", field="model"
+            ) from exc
         partial = target.with_name(target.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         for entry in version.files:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from loom.serving.formats import OWN, NotServable, model_file
 from loom.serving.tensors import ONNX_TYPES, TORCH_TYPES
 
 
@@ -95,12 +96,15 @@ class TorchScriptRuntime:
 def load(path: Path) -> Runtime:
     """A runtime for a model file, or a model folder (ONNX preferred, then TorchScript)."""
     if path.is_dir():
-        found = [path / name for name in ("model.onnx", "model.pt") if (path / name).exists()]
-        if not found:
-            raise FileNotFoundError(f"{path} holds no model.onnx or model.pt")
+        found = [path / name for name in OWN if (path / name).exists()]
         if len(found) == 2 and importlib.util.find_spec("onnxruntime") is None:
             return load(found[1])  # no ONNX Runtime installed: the TorchScript file
-        return load(found[0])
+        names = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()}
+        try:
+            chosen = model_file(names, lambda name: (path / name).read_bytes())
+        except NotServable as exc:
+            raise FileNotFoundError(f"{path}: {exc}") from exc
+        return load(path / chosen)
     if path.suffix == ".onnx":
         return OnnxRuntime(path)
     if path.suffix in (".pt", ".pth", ".torchscript"):
