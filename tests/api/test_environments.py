@@ -190,3 +190,26 @@ def test_a_job_waits_for_a_build_under_way_and_says_so(server: Server) -> None:
     assert waiting >= 0
     assert any("waiting for another job building it" in line for line in said), said
     assert any(" built in " in line for line in said), said  # nobody had: this one did
+
+
+def test_halting_a_job_that_waits_for_its_environment(server: Server) -> None:
+    """A halt does not wait for a build: the job ends HALTED at once."""
+    text = manifest("python show.py", environment="{pip: [tabulate==0.10.0, toolz==1.1.0]}")
+    code = make_zip({"show.py": SHOW})
+    sources = {k.removeprefix("LOOM_").lower(): v for k, v in package_sources().items()}
+    section = spec_section(
+        plan_for(parse_manifest(text), code), Settings(home=server.home, **sources)
+    )
+    assert section is not None
+    root = Path(section["root"])
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / f"{section['digest']}.lock").open("a+b") as lock, server.client() as client:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a build that never ends
+        job_id = client.submit(text, code)
+        eventually(
+            lambda: "another job is building it" in client.job(job_id)["status_message"],
+            timeout=60,
+        )
+        client.halt(job_id)
+        job = wait_for_state(client, job_id, FINAL, timeout=20)
+    assert job["state"] == "HALTED", job

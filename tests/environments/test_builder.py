@@ -117,3 +117,29 @@ def test_collector_keeps_the_machine_under_its_allowance(tmp_path: Path) -> None
     builder.ensure(second, lambda _: None, lambda _: None).release()
     size = json.loads((second.folder / builder.MARKER).read_text())["bytes"]
     assert cache.prune(tmp_path, size + 1, 86400.0, builder.MARKER) == ["a"]  # least recent
+
+
+def test_a_cancelled_build_stops_the_installer_at_once(tmp_path: Path) -> None:
+    """A halted learner does not wait for its installer: here an index that never answers."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    wanted = builder.Request(
+        digest="hang",
+        root=tmp_path,
+        packages=["loom-hangs-forever==1.0"],
+        index_url=f"http://127.0.0.1:{port}/simple",
+    )
+    threading.Timer(1.0, wanted.cancel.set).start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(builder.BuildFailed) as raised:
+            builder.ensure(wanted, lambda _: None, lambda _: None)
+    finally:
+        silent.close()
+    assert "stopped" in raised.value.message
+    assert time.monotonic() - began < 10
+    assert not wanted.folder.exists()

@@ -74,6 +74,7 @@ class Request:
     max_bytes: int = 20 * 2**30
     max_age_s: float = 30 * 86400.0
     timeout_s: float = 1800.0
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> Request:
@@ -158,7 +159,14 @@ class _Waiting:
             what = f"({self.request.describe})"
             self.progress(f"preparing environment {what}: another job is building it")
             self.log(f"environment {self.request.digest}: waiting for another job building it")
-        fcntl.flock(lock, mode)
+        while not self.request.cancel.wait(0.2):
+            try:
+                fcntl.flock(lock, mode | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                continue
+        lock.close()
+        raise BuildFailed("stopped while waiting for the environment")
 
 
 def _build_locked(request: Request, wait: _Waiting, log: Say, progress: Say) -> bool:
@@ -261,6 +269,8 @@ def _run(command: list[str], request: Request, say: Say) -> None:
     timer = threading.Timer(request.timeout_s, process.kill)
     timer.daemon = True
     timer.start()
+    stopper = threading.Thread(target=_kill_when, args=(request.cancel, process), daemon=True)
+    stopper.start()
     lines: list[str] = []
     assert process.stdout is not None
     for raw in process.stdout:
@@ -270,11 +280,20 @@ def _run(command: list[str], request: Request, say: Say) -> None:
             say(line)
     code = process.wait()
     timer.cancel()
+    if request.cancel.is_set():
+        raise BuildFailed("stopped while the environment was being built")
     if code != 0:
         said = "\n".join(lines)[-MAX_MESSAGE:] or f"exit code {code}"
         if code < 0:
             said += f"\n(stopped after {request.timeout_s:.0f} s)"
         raise BuildFailed(said)
+
+
+def _kill_when(cancel: threading.Event, process: subprocess.Popen[bytes]) -> None:
+    while process.poll() is None:
+        if cancel.wait(0.2):
+            process.kill()
+            return
 
 
 def _layer(folder: Path) -> None:

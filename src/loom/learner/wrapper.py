@@ -86,6 +86,7 @@ class Learner:
         self.env_bin: str | None = None
         self._environment: builder.Ready | None = None
         self.mlflow: mlflow_api.Endpoint | None = None
+        self._building: threading.Event | None = None
 
     # -- status -----------------------------------------------------------------------------
     def set_state(self, state: str, **extra: Any) -> dict[str, Any]:
@@ -151,6 +152,9 @@ class Learner:
         if not section:
             return
         request = builder.Request.from_spec(section)
+        self._building = request.cancel  # a halt stops the build
+        if self.halting:
+            return
         said = [0.0]
 
         def progress(message: str) -> None:
@@ -164,6 +168,8 @@ class Learner:
         try:
             ready = builder.ensure(request, lambda line: self.shipper.put("env", line), progress)
         except builder.BuildFailed as exc:
+            if self.halting:
+                return  # stopped by the halt: run() reports HALTED
             raise StepFailed(
                 ENVIRONMENT_FAILED,
                 f"the job's environment ({request.describe}) could not be built; "
@@ -383,6 +389,8 @@ class Learner:
     def halt(self, grace: float) -> None:
         """SIGTERM to the learner's process group, then SIGKILL after the grace period."""
         self.halting = True
+        if self._building is not None:
+            self._building.set()
         if self.child is None or self.child.poll() is not None:
             return
         self._signal(signal.SIGTERM)
@@ -399,6 +407,8 @@ class Learner:
         try:
             self.set_state("DOWNLOADING")
             self.prepare()
+            if self.halting:
+                return self._finish("HALTED", message="halted by request")
             self.download()
             if self.halting:
                 return self._finish("HALTED", message="halted by request")
