@@ -177,7 +177,7 @@ def test_a_job_waits_for_a_build_under_way_and_says_so(server: Server) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)  # as a builder on this machine would
         job_id = client.submit(text, code)
         waiting = eventually(
-            lambda: "another job is building it" in client.job(job_id)["status_message"],
+            lambda: "another learner is building it" in client.job(job_id)["status_message"],
             timeout=60,
         )
         job = client.job(job_id)
@@ -188,7 +188,7 @@ def test_a_job_waits_for_a_build_under_way_and_says_so(server: Server) -> None:
         assert job["state"] == "COMPLETED", job
         said = lines(client, job_id, "env")
     assert waiting >= 0
-    assert any("waiting for another job building it" in line for line in said), said
+    assert any("waiting for another learner building it" in line for line in said), said
     assert any(" built in " in line for line in said), said  # nobody had: this one did
 
 
@@ -207,7 +207,7 @@ def test_halting_a_job_that_waits_for_its_environment(server: Server) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a build that never ends
         job_id = client.submit(text, code)
         eventually(
-            lambda: "another job is building it" in client.job(job_id)["status_message"],
+            lambda: "another learner is building it" in client.job(job_id)["status_message"],
             timeout=60,
         )
         client.halt(job_id)

@@ -157,8 +157,8 @@ class _Waiting:
         if not self.said:
             self.said = True
             what = f"({self.request.describe})"
-            self.progress(f"preparing environment {what}: another job is building it")
-            self.log(f"environment {self.request.digest}: waiting for another job building it")
+            self.progress(f"preparing environment {what}: another learner is building it")
+            self.log(f"environment {self.request.digest}: waiting for another learner building it")
         while not self.request.cancel.wait(0.2):
             try:
                 fcntl.flock(lock, mode | fcntl.LOCK_NB)
