@@ -332,8 +332,10 @@ def save_sklearn_model(
     example = np.asarray(example_input, dtype=np.float32)
     if example.ndim != 2:
         raise ValueError(f"example_input must be 2-D (samples × features), got {example.shape}")
+    from sklearn.base import is_classifier
+
     final = model.steps[-1][1] if hasattr(model, "steps") else model  # a pipeline's classifier
-    options = {id(final): {"zipmap": False}} if hasattr(final, "predict_proba") else None
+    options = {id(final): {"zipmap": False}} if is_classifier(final) else None
     converted = to_onnx(
         model,
         initial_types=[(input_name, FloatTensorType([None, example.shape[1]]))],

@@ -98,3 +98,15 @@ def test_requirements_file_lines() -> None:
     with pytest.raises(EnvironmentProblem) as raised:
         read_requirements("tabulate\n-e .\n", "reqs.txt")
     assert "reqs.txt, line 2" in raised.value.message
+
+
+def test_a_pin_of_any_distribution_of_the_framework_wins() -> None:
+    found = make("tensorflow", "2.21", pip=["tensorflow==2.20.0"])
+    assert found.packages == ("tensorflow==2.20.0",)  # not tensorflow-cpu beside it
+
+
+@pytest.mark.parametrize("version", ["latest", "2.13 beta", "v2", "2..1"])
+def test_a_version_that_is_not_a_release_is_refused(version: str) -> None:
+    with pytest.raises(EnvironmentProblem) as raised:
+        make("tensorflow", version)
+    assert raised.value.field == "framework.version"

@@ -115,6 +115,9 @@ def test_collector_keeps_the_machine_under_its_allowance(tmp_path: Path) -> None
     builder.ensure(first, lambda _: None, lambda _: None).release()
     time.sleep(0.05)
     builder.ensure(second, lambda _: None, lambda _: None).release()
+    for wanted, hours in ((first, 3), (second, 2)):  # neither used within the last hour
+        stamp = time.time() - hours * 3600
+        os.utime(wanted.folder / cache.LAST_USED, (stamp, stamp))
     size = json.loads((second.folder / builder.MARKER).read_text())["bytes"]
     assert cache.prune(tmp_path, size + 1, 86400.0, builder.MARKER) == ["a"]  # least recent
 
@@ -143,3 +146,59 @@ def test_a_cancelled_build_stops_the_installer_at_once(tmp_path: Path) -> None:
     assert "stopped" in raised.value.message
     assert time.monotonic() - began < 10
     assert not wanted.folder.exists()
+
+
+def test_nothing_a_package_ships_runs_while_it_is_installed(tmp_path: Path) -> None:
+    """A wheel's `.pth` file runs in the jobs that import from the environment (sandboxed),
+    never while the platform builds it (with the platform's rights)."""
+    ran = tmp_path / "RAN"
+    wheels = tmp_path / "wheels"
+    plant = f"import os; open({str(ran)!r}, 'w')\n"
+    _wheel(wheels, "loom_evil_pth", {"loom_evil.pth": plant, "loom_evil_mod.py": "X = 1\n"})
+    wanted = request(tmp_path / "envs", ["loom-evil-pth==1.0"], find_links=[str(wheels)])
+    ready = builder.ensure(wanted, lambda _: None, lambda _: None)
+    ready.release()
+    assert next(wanted.folder.glob("lib/python3*/site-packages/loom_evil.pth")).exists()
+    assert not ran.exists()
+    compiled = list(wanted.folder.glob("lib/python3*/site-packages/**/__pycache__/*.pyc"))
+    assert compiled  # compiled all the same, by the platform's Python without `site`
+
+
+def test_every_file_is_readable_by_other_uids(tmp_path: Path) -> None:
+    """Whatever mode uv's cache gave a file, the jobs' uids can read the environment."""
+    wanted = request(tmp_path, ["toolz==1.1.0"])
+    builder.ensure(wanted, lambda _: None, lambda _: None).release()
+    for path in wanted.folder.rglob("*"):
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        assert mode & 0o004, path
+        if path.is_dir():
+            assert mode & 0o001, path
+
+
+def _wheel(folder: Path, name: str, files: dict[str, str]) -> None:
+    """A minimal pure-Python wheel holding `files`, with a valid RECORD."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"{name}-1.0.dist-info"
+    contents = {
+        **files,
+        f"{info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: 1.0\n"
+        ),
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: loom-tests\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    record = []
+    for path, text in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    record.append(f"{info}/RECORD,,")
+    folder.mkdir(parents=True)
+    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as archive:
+        for path, text in contents.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from packaging.utils import canonicalize_name
 MAX_PACKAGES = 200
 MAX_REQUIREMENT = 300
 MAX_REQUIREMENTS_FILE = 64 * 1024
+VERSION = re.compile(r"\d+(\.\d+){0,3}")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,12 @@ class Runtime:
     default_version: str | None = None
     aliases: tuple[str, ...] = ()
     gpu_package: str | None = None  # where the GPU build is another distribution
+    also: tuple[str, ...] = ()  # other distributions of the same framework: a job's pin wins
+
+    @property
+    def distributions(self) -> set[str]:
+        named = [self.package, self.gpu_package, *self.also]
+        return {canonicalize_name(n.split("[")[0]) for n in named if n}
 
 
 RUNTIMES = (
@@ -41,8 +49,9 @@ RUNTIMES = (
         "2.21",
         aliases=("tf", "keras"),
         gpu_package="tensorflow[and-cuda]",
+        also=("tensorflow", "tensorflow-gpu", "tf-nightly", "tf-nightly-cpu"),
     ),
-    Runtime("jax", "jax", "0.10", aliases=("flax",)),
+    Runtime("jax", "jax", "0.10", aliases=("flax",), also=("jaxlib",)),
     Runtime("sklearn", "scikit-learn", aliases=("scikit-learn", "scikit_learn")),
     # Horovod's launch (ranks, sizes, a hostfile) over whatever the job installs; FfDL's
     # horovod images held PyTorch and TensorFlow, which the job names as it would here.
@@ -160,7 +169,7 @@ def plan(
     framework_package = _framework_package(runtime, version, provided, gpus)
     if framework_package is not None and install_framework:
         named = {_name(p) for p in packages}
-        if _name(framework_package) not in named:  # the job's own pin wins
+        if not named & runtime.distributions:  # the job's own pin wins
             packages.insert(0, framework_package)
     if not packages:
         return None
@@ -182,7 +191,11 @@ def _framework_package(
     if have is not None and (version is None or _same_release(have, version)):
         return None
     package = runtime.gpu_package if gpus and runtime.gpu_package else runtime.package
-    wanted = version or runtime.default_version
+    wanted = (version or runtime.default_version or "").strip()
+    if wanted and not VERSION.fullmatch(wanted):
+        raise EnvironmentProblem(
+            f"{version!r} is not a release number such as 2.21 or 2.21.0", "framework.version"
+        )
     return f"{package}=={wanted}.*" if wanted else package
 
 

@@ -29,6 +29,7 @@ class ErrorCode(StrEnum):
 
     INVALID_MANIFEST = "C101"
     INVALID_ZIP = "C102"
+    ENVIRONMENT_FAILED = "C103"  # Loom's: the job's environment could not be built
     LEARNER_FAILED = "C201"
     MEMORY_EXCEEDED = "C202"  # Loom's: a learner went over its manifest `memory`
     INSUFFICIENT_RESOURCES = "S100"

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import IO, Any
 
 from loom.environments import cache
@@ -148,10 +149,12 @@ class _Waiting:
         self.request, self.log, self.progress = request, log, progress
         self.said = False
 
-    def acquire(self, lock: IO[bytes], mode: int) -> None:
+    def acquire(self, lock: IO[bytes], mode: int, built: Callable[[], bool] | None = None) -> bool:
+        """The lock; or False, without it, once `built()` says there is nothing left to build
+        (a builder finished, and learners now hold the lock shared for as long as they run)."""
         try:
             fcntl.flock(lock, mode | fcntl.LOCK_NB)
-            return
+            return True
         except BlockingIOError:
             pass
         if not self.said:
@@ -162,19 +165,23 @@ class _Waiting:
         while not self.request.cancel.wait(0.2):
             try:
                 fcntl.flock(lock, mode | fcntl.LOCK_NB)
-                return
+                return True
             except BlockingIOError:
-                continue
+                if built is not None and built():
+                    return False
         lock.close()
         raise BuildFailed("stopped while waiting for the environment")
 
 
 def _build_locked(request: Request, wait: _Waiting, log: Say, progress: Say) -> bool:
     """Build it unless another learner did while this one waited; whether this one did."""
-    with _open_lock(request) as lock:
-        wait.acquire(lock, fcntl.LOCK_EX)
+
+    def ready() -> bool:
         marker = _marker(request)
-        if marker is not None and marker.get("base") == _base_paths():
+        return marker is not None and marker.get("base") == _base_paths()
+
+    with _open_lock(request) as lock:
+        if not wait.acquire(lock, fcntl.LOCK_EX, built=ready) or ready():
             return False
         build(request, log, progress)
         return True
@@ -198,6 +205,8 @@ def build(request: Request, log: Say, progress: Say) -> None:
         _run(_venv_command(folder), request, keep)
         _layer(folder)
         _run(_install_command(request), request, keep)
+        _run(_compile_command(folder), request, keep)
+        _readable(folder)
     except BuildFailed:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -238,9 +247,6 @@ def _venv_command(folder: Path) -> list[str]:
 def _install_command(request: Request) -> list[str]:
     command = [uv_binary(), "pip", "install", "--no-config", "--python"]
     command += [str(_python(request.folder)), "--color", "never", "--no-progress"]
-    # Compiled once here: the environment is read-only to jobs, which could not cache the
-    # bytecode themselves and would compile every module they import, every time.
-    command.append("--compile-bytecode")
     if not request.source_builds:
         command.append("--no-build")
     if request.index_url:
@@ -252,12 +258,49 @@ def _install_command(request: Request) -> list[str]:
     return [*command, "--", *request.packages]
 
 
+def _compile_command(folder: Path) -> list[str]:
+    """Bytecode, compiled once here: the environment is read-only to jobs, which would compile
+    every module they import, every time. By the platform's own Python with no `site` (`-S`):
+    never the environment's, whose packages' `.pth` files would run their code as this user."""
+    target = next((folder / "lib").glob("python3*/site-packages"))
+    return [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0", str(target)]
+
+
+def _readable(folder: Path) -> None:
+    """Every file readable (and every folder searchable) by the jobs' uids: uv links files from
+    its cache, which keep the mode they were cached with, whatever the umask of this build."""
+    for parent, dirs, files in os.walk(folder):
+        for name in dirs:
+            _add_mode(os.path.join(parent, name), 0o555)
+        for name in files:
+            _add_mode(os.path.join(parent, name), 0o444)
+
+
+def _add_mode(path: str, wanted: int) -> None:
+    stat = os.lstat(path)
+    if not S_ISREG(stat.st_mode) and not S_ISDIR(stat.st_mode):
+        return  # links are followed to what they name, which is walked itself
+    mode = stat.st_mode & 0o7777
+    if S_ISREG(stat.st_mode) and not mode & 0o100:
+        wanted &= 0o444  # only what its owner may run becomes runnable
+    if mode | wanted != mode:
+        os.chmod(path, mode | wanted)
+
+
+def _with_parent(command: list[str]) -> list[str]:
+    """The installer killed if the learner's wrapper dies (util-linux's `setpriv`, where there
+    is one), so that no orphan goes on writing into a folder the next builder rebuilds. Not a
+    `preexec_fn`: forking a process with threads, only exec is safe in the child."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *command] if setpriv else command
+
+
 def _run(command: list[str], request: Request, say: Say) -> None:
     env = {k: v for k, v in os.environ.items() if k in INSTALLER_ENV}
     # The machine's own trust store (a company proxy's CA included), not uv's bundled roots.
     env.update(UV_PYTHON_DOWNLOADS="never", NO_COLOR="1", UV_SYSTEM_CERTS="1")
     process = subprocess.Popen(
-        command,
+        _with_parent(command),
         cwd=request.root,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -30,9 +30,14 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
+RECENT_S = 3600.0  # never removed for size: it may be about to be used
+
+
 def prune(root: Path, max_bytes: int, max_age_s: float, marker: str) -> list[str]:
     """Remove what should go; the digests removed."""
     now = time.time()
+    for leftover in root.glob(".removing-*"):  # a collector that died while removing
+        shutil.rmtree(leftover, ignore_errors=True)
     found = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
@@ -44,7 +49,7 @@ def prune(root: Path, max_bytes: int, max_age_s: float, marker: str) -> list[str
     total = sum(size for _, _, size in found)
     removed = []
     for used, folder, size in found:
-        if now - used <= max_age_s and total <= max_bytes:
+        if now - used <= max_age_s and (total <= max_bytes or now - used < RECENT_S):
             continue
         if _remove_unless_held(root, folder):
             removed.append(folder.name)

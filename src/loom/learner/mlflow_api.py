@@ -27,6 +27,8 @@ from loom.domain.run_info import problem
 
 PREFIX = "/api/2.0/mlflow/"
 MAX_BODY = 4 << 20
+MAX_RUNS = 1000
+MAX_KEYS = 10_000
 Points = Callable[[list[dict[str, Any]]], None]
 
 
@@ -96,8 +98,10 @@ class Tracking:
             "metrics": {},
         }
         with self.lock:
+            if len(self.runs) >= MAX_RUNS:
+                raise MlflowError(400, "RESOURCE_LIMIT_EXCEEDED", f"more than {MAX_RUNS} runs")
             self.runs[run_id] = run
-        for tag in body.get("tags") or []:
+        for tag in _entries(body.get("tags")):
             self.set_tag(run_id, tag.get("key"), tag.get("value"))
         return self.shown(run_id)
 
@@ -127,15 +131,19 @@ class Tracking:
                     run["info"][field] = body[field]
             return dict(run["info"])
 
-    def log_metrics(self, run_id: Any, metrics: list[dict[str, Any]]) -> None:
+    def log_metrics(self, run_id: Any, metrics: list[Any]) -> None:
         run = self.run(run_id)
         points = []
         for metric in metrics:
-            key, value = metric.get("key"), metric.get("value")
-            if not isinstance(key, str) or not key or not isinstance(value, int | float):
-                raise MlflowError(400, "INVALID_PARAMETER_VALUE", f"bad metric {metric!r}")
+            if not isinstance(metric, dict):
+                raise MlflowError(400, "INVALID_PARAMETER_VALUE", f"bad metric {metric!r:.100}")
+            key, value = metric.get("key"), _number(metric.get("value"))
+            if not isinstance(key, str) or not key or len(key) > 250 or value is None:
+                raise MlflowError(400, "INVALID_PARAMETER_VALUE", f"bad metric {metric!r:.200}")
             step = int(metric.get("step") or 0)
             stamp = int(metric.get("timestamp") or time.time() * 1000)
+            if len(run["metrics"]) >= MAX_KEYS and key not in run["metrics"]:
+                raise MlflowError(400, "RESOURCE_LIMIT_EXCEEDED", f"more than {MAX_KEYS} metrics")
             with self.lock:
                 run["metrics"][key] = {"key": key, "value": value, "step": step, "timestamp": stamp}
             if not math.isfinite(float(value)):
@@ -154,7 +162,9 @@ class Tracking:
 
     def log_param(self, run_id: Any, key: Any, value: Any) -> None:
         run = self.run(run_id)
-        key, value = str(key), str(value)
+        if not isinstance(key, str) or value is None:
+            raise MlflowError(400, "INVALID_PARAMETER_VALUE", "a param needs a key and a value")
+        value = str(value)
         self._valid("param", key, value)
         with self.lock:
             before = run["params"].get(key)
@@ -172,13 +182,18 @@ class Tracking:
 
     def set_tag(self, run_id: Any, key: Any, value: Any) -> None:
         run = self.run(run_id)
-        key, value = str(key), str(value)
+        if not isinstance(key, str) or value is None:
+            raise MlflowError(400, "INVALID_PARAMETER_VALUE", "a tag needs a key and a value")
+        value = str(value)
+        own = key.startswith("mlflow.")  # the client's own bookkeeping (source, user, name)
+        if not own:
+            self._valid("tag", key, value)
         with self.lock:
-            run["tags"][key] = value
-        if key.startswith("mlflow."):
-            return  # the client's own bookkeeping (source, user, run name)
-        self._valid("tag", key, value)
-        self.ship([{"info": {"kind": "tag", "key": key, "value": value}}])
+            if len(run["tags"]) >= MAX_KEYS and key not in run["tags"]:
+                raise MlflowError(400, "RESOURCE_LIMIT_EXCEEDED", f"more than {MAX_KEYS} tags")
+            run["tags"][key] = value[:5000]
+        if not own:
+            self.ship([{"info": {"kind": "tag", "key": key, "value": value}}])
 
     @staticmethod
     def _valid(kind: str, key: str, value: str) -> None:
@@ -216,16 +231,37 @@ class Tracking:
         elif route == "runs/set-tag":
             self.set_tag(run_id, body.get("key"), body.get("value"))
         elif route == "runs/log-batch":
-            for param in body.get("params") or []:
+            for param in _entries(body.get("params")):
                 self.log_param(run_id, param.get("key"), param.get("value"))
-            for tag in body.get("tags") or []:
+            for tag in _entries(body.get("tags")):
                 self.set_tag(run_id, tag.get("key"), tag.get("value"))
-            self.log_metrics(run_id, list(body.get("metrics") or []))
+            self.log_metrics(run_id, list(_entries(body.get("metrics"))))
         elif route in ("runs/log-inputs", "runs/log-model", "runs/log-outputs"):
             self.run(run_id)  # accepted, not kept: Loom registers models from RESULT_DIR
         else:
             raise MlflowError(404, "ENDPOINT_NOT_FOUND", f"POST {PREFIX}{route} is not served here")
         return {}
+
+
+def _entries(value: Any) -> list[dict[str, Any]]:
+    """A list of `{key, value, …}` objects, as MLflow's API sends them."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise MlflowError(400, "INVALID_PARAMETER_VALUE", "expected a list of objects")
+    return value
+
+
+def _number(value: Any) -> float | None:
+    """A metric's value: a number, or MLflow's spelling of one ("NaN", "Infinity")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | str):
+        try:
+            return float(value)
+        except (ValueError, OverflowError):  # not a number, or an integer past a float's range
+            return None
+    return None
 
 
 class Endpoint:
@@ -261,6 +297,7 @@ def _handler(tracking: Tracking, token: str) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = 30  # a connection that says nothing is closed
 
         def do_GET(self) -> None:
             self._serve("GET")
@@ -286,12 +323,20 @@ def _handler(tracking: Tracking, token: str) -> type[BaseHTTPRequestHandler]:
             except MlflowError as exc:
                 self._answer(exc.status, {"error_code": exc.code, "message": exc.message})
                 return
+            except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                message = f"malformed request: {type(exc).__name__}: {str(exc)[:200]}"
+                self._answer(400, {"error_code": "INVALID_PARAMETER_VALUE", "message": message})
+                return
             self._answer(200, answer)
 
         def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                raise MlflowError(400, "INVALID_PARAMETER_VALUE", "request body too large")
+            text = self.headers.get("Content-Length") or "0"
+            if not text.isdigit() or int(text) > MAX_BODY:
+                self.close_connection = True
+                raise MlflowError(
+                    400, "INVALID_PARAMETER_VALUE", f"bad Content-Length {text[:20]!r}"
+                )
+            length = int(text)
             raw = self.rfile.read(length) if length else b""
             if not raw:
                 return {}

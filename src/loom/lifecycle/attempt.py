@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loom.domain.learner_env import MPI
 from loom.domain.manifest import Manifest
 from loom.domain.states import JobState
 from loom.launchers.base import LearnerLaunch
-from loom.lifecycle.environments import plan_for, spec_section
 from loom.lifecycle.workspace import Workspace, learner_spec, new_gang, store_secrets
 from loom.settings import Settings
 from loom.store.tables import Learner
@@ -27,6 +27,7 @@ class Attempt:
     token: str
     devices: list[list[int]]  # each learner's GPUs
     api_urls: list[str]  # every live server, where there are several
+    environment: dict[str, Any] | None = None  # what the wrappers build or reuse
 
 
 def gang_of(
@@ -37,7 +38,6 @@ def gang_of(
     if attempt.manifest.framework.name.lower() in MPI:
         attempt.workspace.write_hostfile(gang)
     secrets = store_secrets(attempt.manifest)
-    environment = spec_section(plan_for(attempt.manifest, attempt.code_zip), settings)
     launches, rows = [], []
     for n, devices in enumerate(attempt.devices, start=1):
         handle = str(attempt.workspace.learner_dir(attempt.number, n))
@@ -56,7 +56,7 @@ def gang_of(
             gang=gang,
             devices=devices,
         )
-        spec["environment"] = environment
+        spec["environment"] = attempt.environment
         if attempt.api_urls:  # several servers on the database: the wrapper ships to any
             spec["api_urls"] = attempt.api_urls
         launches.append(LearnerLaunch(handle, spec, attempt.token, secrets))

@@ -65,7 +65,13 @@ def _read_from_code(code: bytes | Path, name: str) -> str:
     source = io.BytesIO(code) if isinstance(code, bytes) else code
     try:
         with zipfile.ZipFile(source) as archive:
-            data = archive.read(name)
+            if archive.getinfo(name).file_size > environments.MAX_REQUIREMENTS_FILE:
+                raise environments.EnvironmentProblem(
+                    f"{name} is larger than {environments.MAX_REQUIREMENTS_FILE // 1024} KiB",
+                    "environment.requirements",
+                )
+            with archive.open(name) as member:  # the size as stored may lie: read no more
+                data = member.read(environments.MAX_REQUIREMENTS_FILE + 1)
     except KeyError:
         raise environments.EnvironmentProblem(
             f"{name}: no such file in the model code", "environment.requirements"

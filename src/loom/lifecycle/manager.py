@@ -20,7 +20,14 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from loom.domain.credentials import merge, split
-from loom.domain.errors import Conflict, ErrorCode, LaunchError, NotFound, SecretKeyError
+from loom.domain.errors import (
+    Conflict,
+    ErrorCode,
+    LaunchError,
+    ManifestError,
+    NotFound,
+    SecretKeyError,
+)
 from loom.domain.manifest import Manifest, manifest_from_dict
 from loom.domain.restarts import Failure, decide
 from loom.domain.states import (
@@ -35,10 +42,8 @@ from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
 from loom.lifecycle import queue_pass
 from loom.lifecycle.admission import check_fits, check_host_paths, check_queue_room, holdings
 from loom.lifecycle.attempt import Attempt, gang_of
-from loom.lifecycle.environments import plan_for
-from loom.lifecycle.scheduler import (
-    allocate_devices,
-)
+from loom.lifecycle.environments import plan_for, spec_section
+from loom.lifecycle.scheduler import allocate_devices
 from loom.lifecycle.workspace import Workspace, api_certificates
 from loom.observability import PlatformMetrics
 from loom.registry.models import ModelRegistry
@@ -552,6 +557,13 @@ class LifecycleManager:
                 job.queue_reason = exc.message
             return []
         manifest = manifest_from_dict(merge(json.loads(job.manifest), credentials))
+        code_zip = self.artifacts.path(job.code_digest)
+        try:  # checked at submission; a job queued before an upgrade may still be refused
+            environment = spec_section(plan_for(manifest, code_zip), self.settings)
+        except ManifestError as exc:
+            failed = ErrorCode.ENVIRONMENT_FAILED
+            self._transition(session, job, JobState.FAILED, exc.message, failed)
+            return []
         owner = session.get_one(User, job.owner_id)
         job.attempt += 1
         job.queue_reason = ""
@@ -568,10 +580,11 @@ class LifecycleManager:
             number=job.attempt,
             manifest=manifest,
             workspace=Workspace(self.settings.jobs_dir, job.id),
-            code_zip=self.artifacts.path(job.code_digest),
+            code_zip=code_zip,
             token=token,
             devices=devices,
             api_urls=self.api_urls(session),
+            environment=environment,
         )
         launches, rows = gang_of(attempt, self.settings, self._api_ca)
         job_rows.add_learners(session, rows)

@@ -33,7 +33,7 @@ from loom.domain.errors import Conflict, InvalidInput, NotFound, PlatformError
 from loom.launchers.confinement import SandboxPolicy
 from loom.registry.models import ModelRegistry
 from loom.serving.environment import serving_env
-from loom.serving.formats import NotServable, model_file
+from loom.serving.formats import MAX_MLMODEL, NotServable, model_file
 from loom.serving.keys import DeploymentAccess
 from loom.serving.replicas import free_port
 from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
@@ -307,7 +307,7 @@ class Deployments:
             version = self.registry.version(row.owner_id, row.model_name, str(row.model_version))
         digests = {entry["path"]: entry["digest"] for entry in version.files}
         try:
-            model_file(digests, lambda name: self.registry.artifacts.get(digests[name]))
+            model_file(digests, lambda name: self._small(version.files, name))
         except NotServable as exc:
             raise InvalidInput(
                 f"model {row.model_name!r} version {version.version}: {exc}", field="model"
@@ -319,6 +319,13 @@ class Deployments:
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.registry.artifacts.path(entry["digest"]), destination)
         partial.rename(target)
+
+    def _small(self, files: list[dict[str, Any]], name: str) -> bytes:
+        """A small file of a version (its MLmodel), or an empty one if it is not small."""
+        entry = next(e for e in files if e["path"] == name)
+        if int(entry.get("size") or 0) > MAX_MLMODEL:
+            return b"\0" * (MAX_MLMODEL + 1)  # refused for its size, never read
+        return self.registry.artifacts.get(entry["digest"])
 
     def _spec(self, row: Deployment) -> DeploymentSpec:
         return DeploymentSpec(

@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 import yaml
 
 MLMODEL = "MLmodel"
+MAX_MLMODEL = 64 * 1024
 OWN = ("model.onnx", "model.pt")
 INSTEAD = (
     "save it as ONNX (tracking.save_model, save_keras_model, save_sklearn_model, or "
@@ -36,6 +37,8 @@ def model_file(names: Collection[str], read: Callable[[str], bytes]) -> str:
 
 
 def _mlflow_onnx(text: bytes, names: Collection[str]) -> str:
+    if len(text) > MAX_MLMODEL:
+        raise NotServable(f"its MLmodel file is larger than {MAX_MLMODEL // 1024} KiB")
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -50,8 +53,12 @@ def _mlflow_onnx(text: bytes, names: Collection[str]) -> str:
             f"an MLflow model with flavours {found}: only the onnx flavour is served (the "
             f"others load pickles, which would run their author's code); {INSTEAD}"
         )
-    data = str(onnx.get("data") or "model.onnx")
+    data = onnx.get("data", "model.onnx")
+    if not isinstance(data, str) or len(data) > 300:
+        raise NotServable("its MLmodel's onnx flavour names no file (`data`)")
     path = PurePosixPath(data)
     if path.is_absolute() or ".." in path.parts or data not in names:
         raise NotServable(f"its MLmodel's onnx flavour names {data!r}, not a file of the model")
+    if path.suffix != ".onnx":
+        raise NotServable(f"its MLmodel's onnx flavour names {data!r}, not an .onnx file")
     return data

@@ -321,8 +321,11 @@ class Gateway:
             self.reconcile(now)
             status = self.status()
             if status != written or now - last_status > 2:
-                write_atomic(self.folder / STATUS, {**status, "updated_at": time.time()})
-                written, last_status = status, now
+                try:
+                    write_atomic(self.folder / STATUS, {**status, "updated_at": time.time()})
+                    written, last_status = status, now
+                except OSError as exc:  # the folder went (seen next tick), or the disk is full
+                    print(f"status not written: {exc}", file=sys.stderr, flush=True)
             if self.log is not None:
                 self.log.flush()
             await asyncio.sleep(TICK_S)
