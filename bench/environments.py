@@ -29,10 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from launch import _wait_health
 from packaging.requirements import Requirement
 from peers import peer_python, table
 
-from loom.client import ClientError, LoomClient
+from loom.client import LoomClient
 from loom.client.archive import zip_folder
 from loom.environments import builder
 
@@ -93,7 +94,7 @@ def loom_jobs(packages: list[str], runs: int) -> dict[str, list[float]]:
     without = "name: none\ncpus: 1\nmemory: 256MiB\nframework: {name: python, command: python -c 'print(1)'}\n"  # noqa: E501
     found: dict[str, list[float]] = {"first": [], "reuse": [], "none": []}
     try:
-        _wait(url, server)
+        _wait_health(url, server)
         with LoomClient(url, (home / "token").read_text().strip()) as client:
             _job(client, without, code)  # warms the server
             found["first"].append(_job(client, with_env, code))
@@ -117,19 +118,6 @@ def _job(client: LoomClient, manifest: str, code: bytes) -> float:
     if job["state"] != "COMPLETED":
         raise SystemExit(f"the benchmark's job failed: {job['status_message']}")
     return took
-
-
-def _wait(url: str, server: subprocess.Popen[bytes]) -> None:
-    for _ in range(300):
-        try:
-            with LoomClient(url, None, timeout=1) as probe:
-                probe.health()
-            return
-        except ClientError:  # not up yet
-            if server.poll() is not None:
-                raise SystemExit("the Loom server exited") from None
-            time.sleep(0.1)
-    raise SystemExit("the Loom server did not start")
 
 
 def ray_envs(packages: list[str], mode: str, runs: int) -> dict[str, object]:

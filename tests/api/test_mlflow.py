@@ -58,23 +58,15 @@ def test_mlflow_client_logs_into_the_job(server: Server, tmp_path: Path) -> None
         names = results.namelist()
     assert any(name.endswith("notes.txt") and name.startswith("artifacts/") for name in names)
 
+    shown_cli = loom_cli(server, "show", job_id)
+    assert "lr" in shown_cli and "0.01" in shown_cli and "digits-v1" in shown_cli
+    assert "loss" in loom_cli(server, "metrics", job_id, "--metric", "loss")
+
+
+def loom_cli(server: Server, *args: str) -> str:
     env = {**os.environ, "LOOM_HOME": str(server.home), "COLUMNS": "100"}
     env.pop("LOOM_URL", None)
-    shown_cli = subprocess.run(
-        [sys.executable, "-m", "loom", "show", job_id],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+    command = [sys.executable, "-m", "loom", *args]
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=60, check=True
     ).stdout
-    assert "lr" in shown_cli and "0.01" in shown_cli and "digits-v1" in shown_cli
-    metrics_cli = subprocess.run(
-        [sys.executable, "-m", "loom", "metrics", job_id, "--metric", "loss"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    assert "loss" in metrics_cli

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
-import string
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -57,13 +55,8 @@ from loom.store.secret_keys import SecretKeys
 from loom.store.tables import Job, Learner, User
 from loom.tds.service import TrainingData
 
-_ID_CHARS = string.ascii_lowercase + string.digits
 LEARNER_STATES = (RUNNING_STATES | TERMINAL_STATES) - {JobState.PENDING}
 log = logging.getLogger("loom.lifecycle")
-
-
-def new_job_id() -> str:
-    return "training-" + "".join(secrets.choice(_ID_CHARS) for _ in range(10))
 
 
 class LifecycleManager:
@@ -184,7 +177,7 @@ class LifecycleManager:
         redacted, credentials = split(original)
         per = manifest.per_learner
         job = Job(
-            id=new_job_id(),
+            id=job_rows.new_job_id(),
             owner_id=owner.id,
             name=manifest.name,
             state=JobState.QUEUED.value,
@@ -344,7 +337,7 @@ class LifecycleManager:
         if not can_transition(JobState(job.state), new):
             return False
         if job.state == JobState.QUEUED.value:
-            self.platform_metrics.queue_wait.observe(self._queued_for(session, job))
+            self.platform_metrics.queue_wait.observe(job_rows.queued_for(session, job))
         job.state = new.value
         if message:
             job.status_message = message
@@ -360,13 +353,6 @@ class LifecycleManager:
         job_rows.record_event(session, job, new.value, message)
         self._local.changed.add(job.id)
         return True
-
-    def _queued_for(self, session: Session, job: Job) -> float:
-        """Seconds since the job last entered QUEUED (submitted, resumed or queued again)."""
-        events = job_rows.history(session, job.id)
-        queued = [e.at for e in events if e.state == JobState.QUEUED.value]
-        since = max(queued, default=job.submitted_at)
-        return max(0.0, time.time() - since)
 
     def _apply(self, session: Session, job: Job, learner: Learner, report: dict[str, Any]) -> None:
         try:

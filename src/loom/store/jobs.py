@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+import string
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -33,6 +35,18 @@ from loom.store.tables import (
     RunInfo,
     Token,
 )
+
+_ID_CHARS = string.ascii_lowercase + string.digits
+
+
+def new_job_id() -> str:
+    return "training-" + "".join(secrets.choice(_ID_CHARS) for _ in range(10))
+
+
+def queued_for(session: Session, job: Job) -> float:
+    """Seconds since the job last entered QUEUED (submitted, resumed or queued again)."""
+    queued = [e.at for e in history(session, job.id) if e.state == "QUEUED"]
+    return max(0.0, time.time() - max(queued, default=job.submitted_at))
 
 
 def add_job(session: Session, job: Job) -> Job:
