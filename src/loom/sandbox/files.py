@@ -27,17 +27,22 @@ class UnsafePath(OSError):
 def regular_files(root: Path) -> list[str]:
     """Relative paths ('/'-separated) of the plain files under `root`, sorted: no symlink is
     followed or listed, and files with other hard links or of special types are left out."""
+    return sorted(regular_file_stats(root))
+
+
+def regular_file_stats(root: Path) -> dict[str, os.stat_result]:
+    """`regular_files`, each with its `lstat`."""
     if not _is_real_dir(root):
-        return []
-    found = []
+        return {}
+    found = {}
     for folder, _dirs, names, dir_fd in os.fwalk(root, follow_symlinks=False):
         base = Path(folder).relative_to(root)
         for name in names:
             with contextlib.suppress(OSError):
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
-                    found.append((base / name).as_posix())
-    return sorted(found)
+                    found[(base / name).as_posix()] = info
+    return found
 
 
 def _is_real_dir(path: Path) -> bool:
@@ -100,14 +105,8 @@ def write_file(folder: Path, relative: str, data: bytes) -> None:
     """Create or replace `folder/relative` without following a link the learner planted
     (in the file's place or in a folder on the way)."""
     parts = [p for p in relative.split("/") if p not in ("", ".")]
-    fd = os.open(folder, NOFOLLOW_DIR)
+    fd = open_folder(folder, parts[:-1])
     try:
-        for part in parts[:-1]:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o755, dir_fd=fd)
-            child = os.open(part, NOFOLLOW_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = child
         with contextlib.suppress(FileNotFoundError):
             os.unlink(parts[-1], dir_fd=fd)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -116,6 +115,32 @@ def write_file(folder: Path, relative: str, data: bytes) -> None:
         os.close(fd)
     with os.fdopen(out, "wb") as handle:
         handle.write(data)
+
+
+def open_folder(root: Path, parts: list[str], *, make: bool = True, clear: bool = False) -> int:
+    """A descriptor of the folder `root/parts…` (made where missing, unless `make` is False),
+    without following a link on the way; with `clear`, a file or link standing where a folder
+    must be is removed."""
+    fd = os.open(root, NOFOLLOW_DIR)
+    try:
+        for part in parts:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                child = os.open(part, NOFOLLOW_DIR, dir_fd=fd)
+            except OSError:  # ENOTDIR, ELOOP: not a folder of its own
+                if not clear:
+                    raise
+                os.unlink(part, dir_fd=fd)
+                os.mkdir(part, 0o755, dir_fd=fd)
+                child = os.open(part, NOFOLLOW_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def open_nofollow(path: Path) -> BinaryIO:
