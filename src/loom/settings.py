@@ -82,6 +82,20 @@ class Settings(BaseSettings):
     learner_retry_s: float = Field(
         default=600.0, description="how long a learner keeps resending to an unreachable API"
     )
+    learner_upload_max_mb: int = Field(
+        default=10240,
+        ge=1,
+        description="what one upload of a learner's checkpoints or results may unpack to, and "
+        "what a job's checkpoints (or its results) may take on the platform",
+    )
+    learner_checkpoint_sync_s: float = Field(
+        default=5.0, gt=0, description="how often a learner elsewhere sends its new checkpoints"
+    )
+    learner_scratch_dir: Path | None = Field(
+        default=None,
+        description="learners on this machine keep nothing in the platform's folders; code, "
+        "checkpoints and results move through the API as on a cluster",
+    )
 
     # job environments
     environments_dir: Path | None = Field(

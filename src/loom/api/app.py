@@ -26,9 +26,11 @@ from loom.api.routers import (
     models,
     operations,
     tokens,
+    transfers,
     users,
 )
 from loom.launchers.base import Launcher
+from loom.lifecycle.transfers import body_bytes
 from loom.settings import Settings
 
 
@@ -56,6 +58,7 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
         BodyLimit,
         max_bytes=settings.max_upload_mb * 2**20,
         json_bytes=min(settings.max_json_mb, settings.max_upload_mb) * 2**20,
+        learner_upload_bytes=body_bytes(settings.learner_upload_max_mb),
     )
     app.add_middleware(NoNul)
     app.add_middleware(RequestTiming, platform_metrics=platform.platform_metrics)
@@ -63,8 +66,8 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
     platform.platform_metrics.read_at_scrape(
         partial(operations.jobs_by_state, platform.db), platform.leader_status
     )
-    routers = (jobs, logs, metrics, models, deployments, users, learner, admin, tokens, audit)
-    for router in (module.router for module in (operations, *routers)):
+    routers = (jobs, logs, metrics, models, deployments, users, learner, transfers, admin, tokens)
+    for router in (module.router for module in (operations, *routers, audit)):
         app.include_router(router)
 
     openapi.install(app)

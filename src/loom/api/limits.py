@@ -1,7 +1,8 @@
 """A request body limit that holds for chunked uploads too: 413 once the limit is passed.
 
 Uploads (multipart) and learners' batches may be large; any other body is JSON that the
-framework parses on the event loop, so it gets the smaller `json_bytes`."""
+framework parses on the event loop, so it gets the smaller `json_bytes`. A learner's upload of its
+checkpoints or results (a PUT under /v1/learner/) gets `learner_upload_bytes`."""
 
 from __future__ import annotations
 
@@ -13,13 +14,22 @@ from loom.domain.errors import PayloadTooLarge
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int, json_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        json_bytes: int | None = None,
+        learner_upload_bytes: int | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.json_bytes = max_bytes if json_bytes is None else json_bytes
+        self.learner_upload_bytes = learner_upload_bytes or max_bytes
 
     def _limit(self, scope: Scope, headers: dict[bytes, bytes]) -> int:
         upload = headers.get(b"content-type", b"").startswith(b"multipart/")
+        if scope["path"].startswith("/v1/learner/") and scope.get("method") == "PUT":
+            return self.learner_upload_bytes
         if upload or scope["path"].startswith("/v1/learner/"):
             return self.max_bytes
         return self.json_bytes

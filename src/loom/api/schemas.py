@@ -77,6 +77,14 @@ class LearnerStatusIn(BaseModel):
     last_mseq: int | None = None
 
 
+class Received(BaseModel):
+    """A learner's upload of checkpoints or results, unpacked into the job's folder."""
+
+    files: int = Field(description="files written (each replaced one of its name, if any)")
+    bytes: int = Field(description="their size")
+    deleted: int = Field(description="files removed, as the upload's `.loom-deleted.json` said")
+
+
 class LogLineIn(BaseModel):
     seq: int = Field(ge=1, le=2**53)  # an integer JSON carries exactly
     time: float

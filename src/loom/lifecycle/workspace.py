@@ -27,6 +27,10 @@ class Workspace:
     def results(self) -> Path:
         return self.root / "results"
 
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
     def learner_dir(self, attempt: int, learner: int) -> Path:
         return self.root / "learners" / f"learner-{learner}" / f"attempt-{attempt}"
 
@@ -43,7 +47,7 @@ class Workspace:
             "MODEL_DIR": str(self.root / "learners" / f"learner-{learner}" / "model"),
             "RESULT_DIR": str(self.results),
             "LOG_DIR": str(self.root / "logs" / f"learner-{learner}"),
-            "CHECKPOINT_DIR": str(self.root / "checkpoints"),
+            "CHECKPOINT_DIR": str(self.checkpoints),
             "JOB_STATE_DIR": str(self.state),
         }
 

@@ -16,9 +16,14 @@ from loom.domain.errors import Forbidden, InvalidInput
 router = APIRouter(prefix="/v1/learner/jobs", tags=["learner"])
 
 
-def _check_scope(who: CallerDep, job_id: str, learner_id: int, body_learner: int) -> None:
+def check_job_scope(who: CallerDep, job_id: str) -> None:
+    """Only a token of the job's own learners may act for them."""
     if who.job_scope != job_id:
         raise Forbidden(f"this token is not for job {job_id!r}")
+
+
+def _check_scope(who: CallerDep, job_id: str, learner_id: int, body_learner: int) -> None:
+    check_job_scope(who, job_id)
     if body_learner != learner_id:
         raise InvalidInput(f"learner: the body says {body_learner}, the path {learner_id}")
 
