@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -126,6 +126,53 @@ class Api:
         # A server error or throttling is worth another try; any other answer is final.
         return status < 500 and status != 429
 
+    def twin(self) -> Api:
+        """Another connection to the same platform: a long transfer holds it, not this one."""
+        return Api(self.url, self._token, self._server_file, self._ca, self._urls)
+
+    def get_file(self, path: str, sink: BinaryIO) -> tuple[int, str]:
+        """GET `path`, its body into `sink` (emptied first) when the answer is 200: the status
+        (0 when the platform could not be reached) and, for any other, the platform's reason."""
+        sink.seek(0)
+        sink.truncate()
+        with self._lock:
+            return self._exchange(f"GET {path}", None, sink)
+
+    def put_file(self, path: str, source: BinaryIO, size: int) -> tuple[int, str]:
+        """PUT the `size` bytes of `source` (a zip) to `path`: as for `get_file`. The body
+        waits for the platform's `100 Continue`, so a refusal costs no upload."""
+        with self._lock:
+            return self._exchange(f"PUT {path}", (source, size), None)
+
+    def _exchange(
+        self, request: str, body: tuple[BinaryIO, int] | None, sink: BinaryIO | None
+    ) -> tuple[int, str]:
+        method, _, path = request.partition(" ")
+        try:
+            prefix = self._address()[2]
+        except ValueError as exc:
+            return 0, str(exc)
+        head = f"{method} {prefix}{path} HTTP/1.1\r\nHost: loom\r\n"
+        head += f"Authorization: Bearer {self._token}\r\n"
+        if body is not None:
+            head += f"Content-Type: application/zip\r\nContent-Length: {body[1]}\r\n"
+            head += "Expect: 100-continue\r\n"
+        try:
+            sock, reader = self._connect()
+            sock.sendall(f"{head}\r\n".encode())
+            answer = _read_head(reader)
+            if body is not None and answer.status == 100:
+                sock.settimeout(30 + body[1] / 2**23)  # the platform unpacks it, then answers
+                sock.sendfile(body[0], 0, body[1])
+                answer = _read_head(reader)
+            reason = _read_body(reader, answer, sink if answer.status == 200 else None)
+        except (OSError, ValueError) as exc:
+            self._rediscover()
+            return 0, f"the platform could not be reached ({exc})"
+        if answer.closing or body is not None:  # a refused body was never sent: start afresh
+            self.close()
+        return answer.status, reason
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
@@ -134,8 +181,15 @@ class Api:
         self._sock = self._reader = None
 
 
-def _read_response(reader: BinaryIO) -> tuple[int, bool]:
-    """Read one response, discarding its body: its status, and whether the server closes."""
+class _Head(NamedTuple):
+    status: int
+    length: int
+    chunked: bool
+    closing: bool
+
+
+def _read_head(reader: BinaryIO) -> _Head:
+    """A response's status line and headers; after a `100 Continue`, nothing more."""
     status_line = reader.readline()
     if not status_line:
         raise ValueError("connection closed")
@@ -150,13 +204,42 @@ def _read_response(reader: BinaryIO) -> tuple[int, bool]:
             chunked = "chunked" in value
         elif name == "connection":
             closing = value == "close"
-    if chunked:
+    return _Head(status, length, chunked, closing)
+
+
+def _read_body(reader: BinaryIO, head: _Head, sink: BinaryIO | None = None) -> str:
+    """Read a response's body into `sink`, or else its `error` message (a short body only)."""
+    kept = bytearray()
+
+    def take(size: int) -> None:
+        while size > 0:
+            chunk = reader.read(min(size, 1 << 20))
+            if not chunk:
+                raise ValueError("connection closed in a response's body")
+            size -= len(chunk)
+            if sink is not None:
+                sink.write(chunk)
+            elif len(kept) < 1 << 16:
+                kept.extend(chunk)
+
+    if head.chunked:
         while (size := int(reader.readline().split(b";")[0], 16)) > 0:
-            reader.read(size + 2)
+            take(size)
+            reader.readline()
         reader.readline()
-    elif length:
-        reader.read(length)
-    return status, closing
+    else:
+        take(head.length)
+    try:
+        return str(json.loads(kept)["error"]) if kept else ""
+    except (ValueError, TypeError, KeyError):
+        return kept[:500].decode("utf-8", "replace")
+
+
+def _read_response(reader: BinaryIO) -> tuple[int, bool]:
+    """Read one response, discarding its body: its status, and whether the server closes."""
+    head = _read_head(reader)
+    _read_body(reader, head)
+    return head.status, head.closing
 
 
 class Shipper:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loom.environments import builder
-from loom.learner import mlflow_api
+from loom.learner import mlflow_api, transfer
 from loom.learner.collectors import file_collectors, line_collectors
 from loom.learner.confine import BIN, Confinement, disk_usage, process_group
 from loom.learner.shipper import Api, Shipper, write_json_atomic
@@ -70,6 +70,7 @@ class Learner:
             spec["learner_id"],
             line_collectors(metrics),
         )
+        self.transfer = transfer.for_spec(spec, api, lambda line: self.shipper.put("loom", line))
         self.file_collectors = file_collectors(metrics, {k: str(v) for k, v in self.dirs.items()})
         self._polling = threading.Event()
         self.memory_limit = int(spec.get("memory_limit") or 0)
@@ -120,8 +121,13 @@ class Learner:
         shutil.rmtree(self.dirs["MODEL_DIR"], ignore_errors=True)
         self.dirs["MODEL_DIR"].mkdir(parents=True)
         try:
-            with zipfile.ZipFile(self.spec["code_zip"]) as archive:
-                archive.extractall(self.dirs["MODEL_DIR"])
+            if self.transfer is not None:  # no shared disk: the code, checkpoints by the API
+                self.transfer.fetch(self.dirs["MODEL_DIR"])
+            else:
+                with zipfile.ZipFile(self.spec["code_zip"]) as archive:
+                    archive.extractall(self.dirs["MODEL_DIR"])
+        except transfer.TransferFailed as exc:
+            raise StepFailed(LOAD_MODEL, exc.message) from exc
         except (OSError, zipfile.BadZipFile) as exc:
             raise StepFailed(LOAD_MODEL, f"could not unpack the model definition: {exc}") from exc
         for store in stores:
@@ -228,6 +234,8 @@ class Learner:
         stores = self.spec.get("data_stores", [])
         local = any(s.get("data_dir") for s in stores if s["type"] == "local")
         fetched = [] if local else [self.dirs["DATA_DIR"]]
+        if self.transfer is not None:  # and the checkpoints it unpacked: the learner's to change
+            fetched.append(self.dirs["CHECKPOINT_DIR"])
         return fetched + [Path(s["download_dir"]) for s in stores if s.get("download_dir")]
 
     def _command(self) -> tuple[list[str], Callable[[], None] | None]:
@@ -262,6 +270,8 @@ class Learner:
             reader.start()
         poller = threading.Thread(target=self._poll_files, daemon=True)
         poller.start()
+        if self.transfer is not None:
+            self.transfer.start_sync()
         self.set_state("PROCESSING")
         code = self.child.wait()
         self._polling.set()
@@ -275,6 +285,8 @@ class Learner:
             self.confined.teardown()
         for reader in readers:
             reader.join(timeout=5.0)
+        if self.transfer is not None:
+            self.transfer.finish_sync()
         if self.mlflow is not None:
             self.mlflow.close()
         return code
@@ -360,8 +372,12 @@ class Learner:
                 target = store.get("results_dir")
                 if target:
                     files.copy_tree(results, Path(target))
+            if self.transfer is not None:
+                self.transfer.store(results)
         except OSError as exc:
             raise StepFailed(STORE_RESULTS, f"could not store the results: {exc}") from exc
+        except transfer.TransferFailed as exc:
+            raise StepFailed(STORE_RESULTS, exc.message) from exc
         for store in self.spec.get("data_stores", []):
             if store["type"] == "s3" and store.get("results_bucket"):
                 self._upload(store, results)

@@ -57,6 +57,9 @@ def gang_of(
             devices=devices,
         )
         spec["environment"] = attempt.environment
+        # What a launcher on another machine moves under its own scratch folder.
+        spec["roots"] = {"jobs": str(settings.jobs_dir), "environments": str(settings.envs_dir)}
+        spec["checkpoint_sync_s"] = settings.learner_checkpoint_sync_s
         if attempt.api_urls:  # several servers on the database: the wrapper ships to any
             spec["api_urls"] = attempt.api_urls
         launches.append(LearnerLaunch(handle, spec, attempt.token, secrets))
