@@ -114,6 +114,7 @@ def make_launcher(settings: Settings, sandbox: SandboxPolicy) -> Launcher:
         memory=settings.memory,
         gpus=settings.gpus,
         sandbox=sandbox,
+        scratch=settings.learner_scratch_dir,
     )
 
 

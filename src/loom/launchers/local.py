@@ -3,6 +3,11 @@
 A learner outlives the platform process. Its handle is its folder: the launcher writes
 `pid.json` there when it starts the wrapper, and the wrapper keeps `status.json` current, so a
 restarted platform finds every learner again.
+
+With a scratch folder (LOOM_LEARNER_SCRATCH_DIR), learners keep nothing in the platform's
+folders, as on a cluster: each spec is relocated there (`learner.relocate`), the wrapper moves
+code, checkpoints and results through the API, and `launch.json` in the handle's folder says
+where its status and spool files are.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from loom.domain.errors import LaunchError
 from loom.domain.resources import Resources, parse_memory
 from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
 from loom.launchers.confinement import SandboxPolicy
+from loom.learner.relocate import relocate
 from loom.learner.shipper import read_spool, write_json_atomic
 from loom.sandbox import cgroups
 
@@ -55,6 +61,7 @@ class LocalLauncher:
         gpus: int | None = None,
         python: str | None = None,
         sandbox: SandboxPolicy | None = None,
+        scratch: Path | None = None,
     ) -> None:
         self._capacity = Resources(
             cpus=cpus if cpus is not None else float(os.cpu_count() or 1),
@@ -62,6 +69,7 @@ class LocalLauncher:
             gpus=gpus if gpus is not None else detect_gpus(),
         )
         self.sandbox = sandbox or SandboxPolicy()
+        self.scratch = scratch.expanduser().resolve() if scratch is not None else None
         self._spawner = Spawner(python or sys.executable, self.sandbox.spawner_env())
 
     def capacity(self) -> Resources:
@@ -73,24 +81,27 @@ class LocalLauncher:
 
     def _start(self, learner: LearnerLaunch) -> None:
         folder = Path(learner.handle)
-        folder.mkdir(parents=True, exist_ok=True)
-        folder.chmod(0o700)
-        spec = {
-            **learner.spec,
-            "sandbox": self.sandbox.section(learner.spec),
-            "pass_env": list(self.sandbox.pass_env),
-        }
+        spec = learner.spec
+        if self.scratch is not None:  # before the sandbox: its writable folders are these
+            spec = relocate(spec, self.scratch)
+        private = Path(spec["status_file"]).parent  # the wrapper's own folder
+        for made in {folder, private}:
+            made.mkdir(parents=True, exist_ok=True)
+            made.chmod(0o700)
+        spec = {**spec, "sandbox": self.sandbox.section(spec), "pass_env": self.sandbox.pass_env}
         spec_file = folder / "spec.json"
         spec_file.write_text(json.dumps(spec))
         pid = self._spawner.spawn(
             str(spec_file), learner.token, learner.secrets, str(folder / "wrapper.log")
         )
-        write_json_atomic(folder / "launch.json", {"pid": pid, "create_time": _create_time(pid)})
+        files = {"status_file": spec["status_file"], "spool_file": spec["spool_file"]}
+        record = {"pid": pid, "create_time": _create_time(pid), **files}
+        write_json_atomic(folder / "launch.json", record)
 
     def _process(self, folder: Path) -> tuple[int, float | None] | None:
         """The wrapper's pid and start time, from the launcher's record or the wrapper's own."""
-        for name in ("launch.json", "pid.json", "status.json"):
-            record = _read_json(folder / name)
+        for path in (folder / "launch.json", folder / "pid.json", _status_file(folder)):
+            record = _read_json(path)
             if record is not None and record.get("pid"):
                 return int(record["pid"]), record.get("create_time")
         return None
@@ -107,7 +118,7 @@ class LocalLauncher:
     def status(self, handle: str) -> LearnerStatus:
         folder = Path(handle)
         found = self._process(folder)
-        report = _read_json(folder / "status.json")
+        report = _read_json(_status_file(folder))
         if found is None:
             return LearnerStatus(Liveness.NOT_STARTED, report)
         if self._alive(*found):
@@ -144,7 +155,7 @@ class LocalLauncher:
         _remove_cgroup(folder)
 
     def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
-        return read_spool(Path(handle) / "spool.jsonl")
+        return read_spool(_recorded(Path(handle), "spool_file"))
 
     def close(self) -> None:
         """Stop the spawner; the learners keep running in their own sessions."""
@@ -155,7 +166,7 @@ def _learner_group(
     folder: Path, wrapper: tuple[int, float | None] | None
 ) -> tuple[int, float] | None:
     """The learner command's process group, if it still belongs to this learner."""
-    report = _read_json(folder / "status.json") or {}
+    report = _read_json(_status_file(folder)) or {}
     pgid = report.get("child_pgid")
     if not pgid:
         return None
@@ -171,7 +182,7 @@ def _learner_group(
 
 def _remove_cgroup(folder: Path) -> None:
     """Whatever is left of a learner whose wrapper is gone: its cgroup, emptied and removed."""
-    name = (_read_json(folder / "status.json") or {}).get("cgroup")
+    name = (_read_json(_status_file(folder)) or {}).get("cgroup")
     if not name:
         return
     with suppress(cgroups.CgroupUnavailable, OSError):
@@ -287,6 +298,18 @@ def _create_time(pid: int) -> float | None:
         return float(psutil.Process(pid).create_time())
     except psutil.Error:
         return None
+
+
+def _status_file(folder: Path) -> Path:
+    return _recorded(folder, "status_file")
+
+
+def _recorded(folder: Path, key: str) -> Path:
+    """A learner's status or spool file: where `launch.json` says (a relocated learner's are
+    in the scratch folder), else in the handle's folder, as before there was a record of it."""
+    record = _read_json(folder / "launch.json") or {}
+    default = {"status_file": "status.json", "spool_file": "spool.jsonl"}[key]
+    return Path(record.get(key) or folder / default)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
