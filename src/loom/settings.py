@@ -43,7 +43,14 @@ class Settings(BaseSettings):
         default=False,
         description="serve /metrics to anyone (a scraper on a trusted network); default: admins",
     )
-    launcher: Literal["local", "fake"] = "local"
+    launcher: Literal["local", "ray", "fake"] = "local"
+    ray_address: str = Field(
+        default="auto", description="the Ray cluster for LOOM_LAUNCHER=ray: auto or HOST:PORT"
+    )
+    ray_namespace: str = Field(default="loom", description="Ray namespace of Loom's actors")
+    ray_place_timeout_s: float = Field(
+        default=30.0, gt=0, description="how long a gang may wait for Ray to place it"
+    )
     artifact_url: str | None = Field(
         default=None, description="fsspec URL of the artifact store, e.g. s3://bucket/loom"
     )

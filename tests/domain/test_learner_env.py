@@ -44,4 +44,21 @@ def test_jax_and_horovod() -> None:
     assert (jax["JAX_NUM_PROCESSES"], jax["JAX_PROCESS_ID"]) == ("3", "1")
     horovod = framework_env("horovod", GANG, 0)
     assert (horovod["HOROVOD_RANK"], horovod["HOROVOD_SIZE"]) == ("0", "3")
-    assert hostfile(GANG, 3) == "127.0.0.1 slots=3\n"
+    assert hostfile(GANG) == "127.0.0.1 slots=3\n"
+
+
+SPREAD = Gang("10.0.0.1", 29500, (30001, 30002, 30003), ("10.0.0.1", "10.0.0.2", "10.0.0.1"))
+
+
+def test_a_gang_over_several_machines() -> None:
+    """On a cluster each learner listens on its own machine: TF_CONFIG names each one's address,
+    MASTER_ADDR and JAX's coordinator are rank 0's, the hostfile counts slots per machine."""
+    env = framework_env("tensorflow", SPREAD, 1)
+    assert json.loads(env["TF_CONFIG"])["cluster"]["worker"] == [
+        "10.0.0.1:30001",
+        "10.0.0.2:30002",
+        "10.0.0.1:30003",
+    ]
+    assert env["MASTER_ADDR"] == "10.0.0.1"
+    assert framework_env("jax", SPREAD, 2)["JAX_COORDINATOR_ADDRESS"] == "10.0.0.1:29500"
+    assert hostfile(SPREAD) == "10.0.0.1 slots=2\n10.0.0.2 slots=1\n"

@@ -21,11 +21,11 @@ def sig(size: int, mtime: int = 1, inode: int = 1) -> Signature:
 def test_a_file_is_sent_once_it_stayed_the_same_between_two_scans() -> None:
     """A file seen once is not sent; seen unchanged a second time, it is; then not again."""
     tracker = ChangeTracker()
-    assert tracker.changes({"a": sig(1)}).upload == []
-    changes = tracker.changes({"a": sig(1)})
+    assert tracker.changes(clock_ns=0, now={"a": sig(1)}).upload == []
+    changes = tracker.changes(clock_ns=0, now={"a": sig(1)})
     assert changes.upload == ["a"]
     tracker.delivered({"a": sig(1)}, changes.deleted)
-    assert not tracker.changes({"a": sig(1)})
+    assert not tracker.changes(clock_ns=0, now={"a": sig(1)})
 
 
 def test_a_file_still_being_written_waits() -> None:
@@ -33,37 +33,47 @@ def test_a_file_still_being_written_waits() -> None:
     it changes after it was sent."""
     tracker = ChangeTracker()
     for size in (1, 2, 3):
-        assert tracker.changes({"a": sig(size)}).upload == []
-    assert tracker.changes({"a": sig(3)}).upload == ["a"]
+        assert tracker.changes(clock_ns=0, now={"a": sig(size)}).upload == []
+    assert tracker.changes(clock_ns=0, now={"a": sig(3)}).upload == ["a"]
     tracker.delivered({"a": sig(3)}, [])
-    assert tracker.changes({"a": sig(4, mtime=2)}).upload == []
-    assert tracker.changes({"a": sig(4, mtime=2)}).upload == ["a"]
+    assert tracker.changes(clock_ns=0, now={"a": sig(4, mtime=2)}).upload == []
+    assert tracker.changes(clock_ns=0, now={"a": sig(4, mtime=2)}).upload == ["a"]
+
+
+def test_a_file_no_one_writes_to_any_more_is_sent_at_once() -> None:
+    """A checkpoint rewritten between every two scans is still sent, as it is between two
+    writes: one not written to for a moment is complete."""
+    tracker = ChangeTracker()
+    written_at = 10**18
+    assert tracker.changes({"a": sig(1, mtime=written_at)}, clock_ns=written_at).upload == []
+    settled = written_at + 10**9
+    assert tracker.changes({"a": sig(2, mtime=written_at)}, clock_ns=settled).upload == ["a"]
 
 
 def test_the_final_scan_sends_every_change_at_once() -> None:
     """After the command, nothing is written any more: every changed file goes."""
     tracker = ChangeTracker({"kept": sig(1)})
-    changes = tracker.changes({"kept": sig(1), "new": sig(5)}, final=True)
+    changes = tracker.changes(clock_ns=0, now={"kept": sig(1), "new": sig(5)}, final=True)
     assert changes.upload == ["new"]
 
 
 def test_deletions_are_of_files_sent_before() -> None:
     """A file deleted after it was sent is named once; one that never was is not."""
     tracker = ChangeTracker({"old": sig(1)})
-    tracker.changes({"old": sig(1), "brief": sig(1)})
-    changes = tracker.changes({})
+    tracker.changes(clock_ns=0, now={"old": sig(1), "brief": sig(1)})
+    changes = tracker.changes(clock_ns=0, now={})
     assert (changes.upload, changes.deleted) == ([], ["old"])
     tracker.delivered({}, changes.deleted)
-    assert not tracker.changes({})
+    assert not tracker.changes(clock_ns=0, now={})
 
 
 def test_a_failed_upload_is_tried_again() -> None:
     """What was not delivered is still a change at the next scan."""
     tracker = ChangeTracker({"gone": sig(1)})
-    tracker.changes({"a": sig(1)})
-    first = tracker.changes({"a": sig(1)})
+    tracker.changes(clock_ns=0, now={"a": sig(1)})
+    first = tracker.changes(clock_ns=0, now={"a": sig(1)})
     assert (first.upload, first.deleted) == (["a"], ["gone"])
-    again = tracker.changes({"a": sig(1)})
+    again = tracker.changes(clock_ns=0, now={"a": sig(1)})
     assert (again.upload, again.deleted) == (["a"], ["gone"])
 
 

@@ -107,6 +107,15 @@ def make_launcher(settings: Settings, sandbox: SandboxPolicy) -> Launcher:
         from loom.launchers.fake import FakeLauncher
 
         return FakeLauncher()
+    if settings.launcher == "ray":
+        from loom.launchers.ray import RayLauncher
+
+        return RayLauncher(
+            settings.ray_address,
+            namespace=settings.ray_namespace,
+            sandbox=sandbox,
+            place_timeout_s=settings.ray_place_timeout_s,
+        )
     from loom.launchers.local import LocalLauncher
 
     return LocalLauncher(

@@ -278,6 +278,18 @@ def capacity() -> None:
         f"memory {used['memory'] / gib:.1f}/{total['memory'] / gib:.1f} GiB  "
         f"GPUs {used['gpus']}/{total['gpus']}  queued jobs {found['queued_jobs']}"
     )
+    if found.get("nodes"):  # a cluster launcher: each node's resources and what is free
+        table = Table("NODE", "ID", "ALIVE", "CPUS FREE", "GPUS FREE", "MEMORY FREE GiB")
+        for node in found["nodes"]:
+            table.add_row(
+                node["node"],
+                node["id"],
+                "yes" if node["alive"] else "no",
+                f"{node['free_cpus']:g}/{node['cpus']:g}",
+                f"{node['free_gpus']}/{node['gpus']}",
+                f"{node['free_memory'] / gib:.1f}/{node['memory'] / gib:.1f}",
+            )
+        console.print(table)
 
 
 def delete(job_id: str) -> None:

@@ -20,10 +20,23 @@ def server(
         str | None, typer.Option(help="PEM certificate: serve the API and deployments over HTTPS")
     ] = None,
     keyfile: Annotated[str | None, typer.Option(help="PEM private key of --certfile")] = None,
+    launcher: Annotated[
+        str | None, typer.Option(help="where learners run: local (default) or ray")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="with --launcher ray: auto, or the head's HOST:PORT")
+    ] = None,
 ) -> None:
     """Start the embedded platform: API and lifecycle, state under LOOM_HOME."""
     argv = [sys.executable, "-m", "loom.api"]
-    given = {"--host": host, "--port": port, "--certfile": certfile, "--keyfile": keyfile}
+    given = {
+        "--host": host,
+        "--port": port,
+        "--certfile": certfile,
+        "--keyfile": keyfile,
+        "--launcher": launcher,
+        "--ray-address": ray_address,
+    }
     for option, value in given.items():
         if value is not None:
             argv += [option, str(value)]

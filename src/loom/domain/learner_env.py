@@ -15,15 +15,22 @@ MPI = frozenset({"horovod", "mpi", "openmpi"})
 
 @dataclass(frozen=True)
 class Gang:
-    """Where a job's learners meet: one address, a coordinator port, one port per learner."""
+    """Where a job's learners meet: rank 0's address and a coordinator port there, one port per
+    learner, and each learner's own address when they are on several machines."""
 
     host: str
     coordinator_port: int
     learner_ports: tuple[int, ...]
+    hosts: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
         return len(self.learner_ports)
+
+    def address(self, rank: int) -> str:
+        """Where learner `rank` listens: its machine's address and its port."""
+        host = self.hosts[rank] if self.hosts else self.host
+        return f"{host}:{self.learner_ports[rank]}"
 
 
 def pytorch_env(gang: Gang, rank: int) -> dict[str, str]:
@@ -45,7 +52,7 @@ def pytorch_env(gang: Gang, rank: int) -> dict[str, str]:
 def tf_config(gang: Gang, rank: int, parameter_servers: int = 0) -> str:
     """TF_CONFIG for MultiWorkerMirroredStrategy, or FfDL's parameter-server layout when
     `parameter_servers` > 0: the first learners are `ps`, the rest `worker`."""
-    addresses = [f"{gang.host}:{port}" for port in gang.learner_ports]
+    addresses = [gang.address(rank) for rank in range(gang.size)]
     if parameter_servers <= 0:
         cluster = {"worker": addresses}
         task = {"type": "worker", "index": rank}
@@ -66,9 +73,13 @@ def jax_env(gang: Gang, rank: int) -> dict[str, str]:
     }
 
 
-def hostfile(gang: Gang, slots_per_host: int) -> str:
-    """An Open MPI / Horovod hostfile: every learner of this gang on one host."""
-    return f"{gang.host} slots={slots_per_host}\n"
+def hostfile(gang: Gang) -> str:
+    """An Open MPI / Horovod hostfile: each machine of the gang, with one slot per learner
+    there."""
+    slots: dict[str, int] = {}
+    for host in gang.hosts or (gang.host,) * gang.size:
+        slots[host] = slots.get(host, 0) + 1
+    return "".join(f"{host} slots={count}\n" for host, count in slots.items())
 
 
 def framework_env(

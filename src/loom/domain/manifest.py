@@ -281,6 +281,9 @@ def _memory(value: Any) -> int:
 Memory = Annotated[int, BeforeValidator(_memory)]
 
 
+PLACEMENTS = ("pack", "spread", "strict_pack", "strict_spread")
+
+
 class Manifest(_Strict):
     """A training job as FfDL described it. Resources are per learner."""
 
@@ -309,6 +312,17 @@ class Manifest(_Strict):
     def _whole_gpus(cls, value: Any) -> Any:
         if isinstance(value, float) and not value.is_integer():
             raise ValueError("GPUs are given whole; use an integer")
+        return value
+
+    @field_validator("framework_options")
+    @classmethod
+    def _known_placement(cls, value: dict[str, Any]) -> dict[str, Any]:
+        placement = value.get("placement", "pack")
+        if placement not in PLACEMENTS:
+            raise ValueError(
+                f"placement {placement!r} is not one of {', '.join(PLACEMENTS)} (how a cluster "
+                "launcher spreads the learners over its machines)"
+            )
         return value
 
     @field_validator("data_stores")

@@ -32,6 +32,7 @@ class LearnerStatus:
 
     liveness: Liveness
     report: dict[str, Any] | None = None
+    reason: str | None = None  # why it was lost, when the engine knows ("node 10.0.0.2 lost")
 
 
 class Launcher(Protocol):
@@ -55,6 +56,11 @@ class Launcher(Protocol):
 
     def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
         """The log lines a learner spooled, where the launcher can read them (else empty)."""
+        ...
+
+    def release(self, handles: list[str]) -> None:
+        """One attempt's learners have all ended: free what the engine still holds for them
+        (a placement group, an actor). Called again harmlessly."""
         ...
 
     def close(self) -> None: ...

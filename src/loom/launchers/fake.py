@@ -20,6 +20,7 @@ class FakeLauncher:
         self.states: dict[str, LearnerStatus] = {}
         self.terminated: list[str] = []
         self.lines: dict[str, list[dict[str, Any]]] = {}
+        self.released: list[str] = []
 
     def capacity(self) -> Resources:
         return self._capacity
@@ -43,6 +44,9 @@ class FakeLauncher:
 
     def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
         return self.lines.get(handle, [])
+
+    def release(self, handles: list[str]) -> None:
+        self.released.extend(h for h in handles if h not in self.released)
 
     def close(self) -> None:
         return None

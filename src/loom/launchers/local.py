@@ -62,6 +62,7 @@ class LocalLauncher:
         python: str | None = None,
         sandbox: SandboxPolicy | None = None,
         scratch: Path | None = None,
+        tied: bool = False,
     ) -> None:
         self._capacity = Resources(
             cpus=cpus if cpus is not None else float(os.cpu_count() or 1),
@@ -70,7 +71,8 @@ class LocalLauncher:
         )
         self.sandbox = sandbox or SandboxPolicy()
         self.scratch = scratch.expanduser().resolve() if scratch is not None else None
-        self._spawner = Spawner(python or sys.executable, self.sandbox.spawner_env())
+        # Tied (under a cluster node's actor): the wrappers stop when the spawner does.
+        self._spawner = Spawner(python or sys.executable, self.sandbox.spawner_env(), tied)
 
     def capacity(self) -> Resources:
         return self._capacity
@@ -157,6 +159,9 @@ class LocalLauncher:
     def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
         return read_spool(_recorded(Path(handle), "spool_file"))
 
+    def release(self, handles: list[str]) -> None:
+        """Nothing to free: a learner's process is gone when it has ended."""
+
     def close(self) -> None:
         """Stop the spawner; the learners keep running in their own sessions."""
         self._spawner.close()
@@ -207,8 +212,9 @@ class Spawner:
     secrets are written into the pipe only after the fork, so they reach that one wrapper and
     never the spawner (whose memory every later fork inherits)."""
 
-    def __init__(self, python: str, env: dict[str, str]) -> None:
+    def __init__(self, python: str, env: dict[str, str], tied: bool = False) -> None:
         self._python = python
+        self._tied = tied
         self._env = env
         self._process: subprocess.Popen[bytes] | None = None
         self._channel: socket.socket | None = None
@@ -219,7 +225,7 @@ class Spawner:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             with theirs:
                 self._process = subprocess.Popen(
-                    [self._python, "-m", "loom.learner.spawner"],
+                    [self._python, "-m", "loom.learner.spawner", *(["--tied"] * self._tied)],
                     stdin=theirs.fileno(),
                     env=self._env,
                 )

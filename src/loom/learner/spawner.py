@@ -11,6 +11,10 @@ read end of a pipe as ancillary data. The fork inherits that pipe and reads its 
 data-store credentials from it; the spawner closes its copy unread, so no later fork (another
 job's wrapper) can find them in memory it inherited. The answer is `{"pid": 1234}`. When the
 platform goes away (end of file), the spawner exits; the wrappers it forked go on.
+
+`--tied` (on a cluster node, under the engine's actor that holds the learner's resources): each
+wrapper is told when the spawner dies (with its actor, or its node), and then kills its learner
+and exits without a word, as it would have with the node.
 """
 
 from __future__ import annotations
@@ -42,10 +46,12 @@ def _credentials(fd: int) -> tuple[str, dict[str, dict[str, str]]]:
     return str(body.get("token", "")), dict(body.get("secrets") or {})
 
 
-def _child(request: dict[str, Any], fd: int) -> None:
+def _child(request: dict[str, Any], fd: int, tied: bool) -> None:
     """In the fork: a new session, its pid on record, output to the log file, the wrapper."""
     code = 1
     try:
+        if tied:
+            _die_with_parent(wrapper.HOST_LOST)
         os.setsid()
         folder = os.path.dirname(request["spec"])
         # Written here, before anything else, so that a platform killed right after asking for
@@ -70,7 +76,16 @@ def _child(request: dict[str, Any], fd: int) -> None:
         os._exit(code)
 
 
-def _serve(channel: socket.socket) -> None:
+def _die_with_parent(sig: int) -> None:
+    import ctypes
+
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the call
+        os.kill(os.getpid(), sig)
+
+
+def _serve(channel: socket.socket, tied: bool) -> None:
     while True:
         try:
             raw, fds, _flags, _addr = socket.recv_fds(channel, MAX_REQUEST, 1)
@@ -90,7 +105,7 @@ def _serve(channel: socket.socket) -> None:
             continue
         if pid == 0:
             channel.close()
-            _child(request, fds[0])
+            _child(request, fds[0], tied)
         os.close(fds[0])
         channel.send(json.dumps({"pid": pid}).encode())
 
@@ -104,7 +119,7 @@ def main() -> None:
     channel = socket.socket(fileno=os.dup(0))
     os.close(0)
     os.open(os.devnull, os.O_RDONLY)  # fd 0 again, for the forks to replace
-    _serve(channel)
+    _serve(channel, "--tied" in sys.argv[1:])
 
 
 if __name__ == "__main__":

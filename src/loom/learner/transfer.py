@@ -6,16 +6,19 @@ design 3.8): its code, its checkpoints and its results move through the API.
     PUT /v1/learner/jobs/{job}/learners/{n}/checkpoints?attempt=N    what changed (PROCESSING)
     PUT /v1/learner/jobs/{job}/learners/{n}/results?attempt=N        RESULT_DIR (STORING)
 
-A checkpoint file is sent once it stayed the same between two scans (one still being written is
-not sent half-written), and again whenever it changes; the files deleted since they were sent
-are listed in the archive's `.loom-deleted.json`, so that a rotation here frees the platform's
-disk too. After the command, everything changed is sent once more.
+A checkpoint file is sent once nothing has written to it for a moment (`SETTLE_S`) or it stayed
+the same between two scans (one still being written is not sent half-written), and again
+whenever it changes; a file that changed while it was read is left for the next scan. The
+files deleted since they were sent are listed in the archive's `.loom-deleted.json`, so that a
+rotation here frees the platform's disk too. After the command, everything changed is sent
+once more.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import threading
 import time
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from loom.learner.shipper import Api
 
 Signature = tuple[int, int, int]  # size, modification time (ns), inode
+SETTLE_S = 0.2  # a file no one wrote to for this long is not being written
 
 
 class TransferFailed(Exception):
@@ -56,28 +60,35 @@ def scan(folder: Path) -> dict[str, Signature]:
 class Changes:
     upload: list[str]
     deleted: list[str]
+    unsettled: int = 0  # changed files still being written: looked at again soon
 
     def __bool__(self) -> bool:
         return bool(self.upload or self.deleted)
 
 
 class ChangeTracker:
-    """Which checkpoint files the platform lacks: those changed since they were sent that did
-    not change between the last two scans (any changed one, on the final scan), and those
-    deleted since they were sent."""
+    """Which checkpoint files the platform lacks: those changed since they were sent that are
+    settled (unchanged between the last two scans, or not written to for `SETTLE_S`; any
+    changed one, on the final scan), and those deleted since they were sent. A checkpoint
+    rewritten every second is sent as it is between two writes, not only after the last."""
 
     def __init__(self, sent: dict[str, Signature] | None = None) -> None:
         self.sent = dict(sent or {})
         self._previous: dict[str, Signature] = {}
 
-    def changes(self, now: dict[str, Signature], *, final: bool = False) -> Changes:
+    def changes(
+        self, now: dict[str, Signature], *, final: bool = False, clock_ns: int | None = None
+    ) -> Changes:
         previous, self._previous = self._previous, now
+        settled_before = (time.time_ns() if clock_ns is None else clock_ns) - int(SETTLE_S * 1e9)
+        changed = [name for name, sig in sorted(now.items()) if self.sent.get(name) != sig]
         upload = [
             name
-            for name, sig in sorted(now.items())
-            if self.sent.get(name) != sig and (final or previous.get(name) == sig)
+            for name in changed
+            if final or previous.get(name) == now[name] or now[name][1] <= settled_before
         ]
-        return Changes(upload, sorted(name for name in self.sent if name not in now))
+        deleted = sorted(name for name in self.sent if name not in now)
+        return Changes(upload, deleted, len(changed) - len(upload))
 
     def delivered(self, written: dict[str, Signature], deleted: list[str]) -> None:
         """The platform took an upload: these files as they were read, and these deletions."""
@@ -153,8 +164,13 @@ class Transfer:
         self._ticker.start()
 
     def _tick(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sync(final=False, deadline_s=0.0)  # an unreachable API: at the next tick
+        wait = self.interval
+        while not self._stop.wait(wait):
+            unsettled = self._sync(final=False, deadline_s=0.0)  # unreachable: at the next tick
+            # A checkpoint caught being written is looked at again in a moment, not a tick; at
+            # a random moment, or a learner writing at that same pace is always caught writing.
+            soon = random.uniform(SETTLE_S / 4, 2 * SETTLE_S)
+            wait = min(self.interval, soon) if unsettled else self.interval
 
     def finish_sync(self) -> None:
         """After the command: everything changed, retried for as long as the learner resends
@@ -164,20 +180,16 @@ class Transfer:
             self._ticker.join()
         self._sync(final=True, deadline_s=self.retry_s)
 
-    def _sync(self, *, final: bool, deadline_s: float) -> None:
+    def _sync(self, *, final: bool, deadline_s: float) -> int:
+        """Send what changed; when nothing could be sent yet, how many changed files were
+        caught being written."""
         changes = self.tracker.changes(scan(self.checkpoints), final=final)
         if not changes:
-            return
+            return changes.unsettled
         extra = {DELETIONS: json.dumps(changes.deleted).encode()} if changes.deleted else None
         upload = self.private / "checkpoints-upload.zip"
         try:
-            written = zip_files(
-                self.checkpoints,
-                changes.upload,
-                upload,
-                extra=extra,
-                compression=zipfile.ZIP_STORED,
-            )
+            written = self._pack(changes.upload, upload, extra)
             status, reason = self._upload("checkpoints", upload, deadline_s)
         except OSError as exc:
             status, reason = 0, str(exc)
@@ -185,11 +197,29 @@ class Transfer:
             upload.unlink(missing_ok=True)
         if status == 200:
             self.tracker.delivered({k: signature(v) for k, v in written.items()}, changes.deleted)
-            return
+            return 0  # the next look is a whole interval away: sending is paced by it
         message = f"the checkpoints could not be sent to the platform: {_why(status, reason)}"
         if message != self._said or final:
             self._said = message
             self.say(f"loom: {message}" + ("" if final else "; trying again"))
+        return 0
+
+    def _pack(
+        self, names: list[str], upload: Path, extra: dict[str, bytes] | None
+    ) -> dict[str, os.stat_result]:
+        """The zip of these checkpoint files, leaving out any written to while it was read
+        (it would be torn); they are sent at a later scan."""
+        for _ in range(3):
+            written = zip_files(
+                self.checkpoints, names, upload, extra=extra, compression=zipfile.ZIP_STORED
+            )
+            torn = {
+                name for name, seen in written.items() if _changed(self.checkpoints / name, seen)
+            }
+            if not torn:
+                return written
+            names = [name for name in names if name not in torn]
+        return zip_files(self.checkpoints, [], upload, extra=extra)
 
     # -- STORING ----------------------------------------------------------------------------
     def store(self, results: Path) -> None:
@@ -225,6 +255,14 @@ class Transfer:
                 return status, reason
             time.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
+
+
+def _changed(path: Path, seen: os.stat_result) -> bool:
+    """The file at `path` is no longer as it was when it was opened."""
+    try:
+        return signature(os.lstat(path)) != signature(seen)
+    except OSError:
+        return True
 
 
 def _why(status: int, reason: str) -> str:

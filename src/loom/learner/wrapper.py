@@ -36,6 +36,7 @@ LOAD_MODEL = "S301"
 LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
 ENVIRONMENT_FAILED = "C103"
+HOST_LOST = signal.SIGUSR2  # the engine's actor that held this learner is gone (`spawner`)
 
 LOCAL_STORE_TYPES = {"local", "mount_volume", "host_mount"}
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -417,6 +418,15 @@ class Learner:
 
         threading.Thread(target=_kill_later, daemon=True).start()
 
+    def vanish(self) -> None:
+        """The node's actor is gone, and the platform counts this learner lost: it stops at
+        once and says nothing more, as it would have with its node."""
+        if self.child is not None:
+            _signal_group(self.child.pid, signal.SIGKILL)
+        if self.confined is not None:
+            self.confined.teardown()
+        os._exit(1)
+
     # -- the whole run ----------------------------------------------------------------------
     def run(self) -> int:
         self.shipper.start()
@@ -567,6 +577,7 @@ def run_spec(spec_file: str, token: str, secrets: dict[str, dict[str, str]] | No
     grace = float(spec.get("halt_grace_s", 10))
     signal.signal(signal.SIGTERM, lambda *_: learner.halt(grace))
     signal.signal(signal.SIGINT, lambda *_: learner.halt(grace))
+    signal.signal(HOST_LOST, lambda *_: learner.vanish())
     return learner.run()
 
 

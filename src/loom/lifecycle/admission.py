@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -14,6 +15,7 @@ from loom.domain.errors import ErrorCode, InvalidInput, ManifestError, TooManyRe
 from loom.domain.manifest import Manifest
 from loom.domain.resources import Resources
 from loom.domain.states import TERMINAL_STATES, JobState
+from loom.launchers.base import Launcher
 from loom.lifecycle.scheduler import Quota, Usage, never_reason
 from loom.lifecycle.workspace import host_path
 from loom.settings import Settings
@@ -42,6 +44,25 @@ def holdings(session: Session) -> Holdings:
         found.per_user[job.owner_id] = Usage(usage.held + one, len(jobs_per_user[job.owner_id]))
         found.devices |= parse_devices(learner.devices)
     return found
+
+
+def capacity_report(session: Session, launcher: Launcher) -> dict[str, Any]:
+    """What the platform has (per node, on a cluster), what running learners hold, and how
+    many jobs wait."""
+    held = holdings(session)
+    queued = job_rows.count_in_state(session, JobState.QUEUED.value)
+    total = launcher.capacity()
+    report: dict[str, Any] = {
+        "launcher": launcher.name,
+        "capacity": {"cpus": total.cpus, "memory": total.memory, "gpus": total.gpus},
+        "in_use": {"cpus": held.in_use.cpus, "memory": held.in_use.memory,
+                   "gpus": held.in_use.gpus, "gpu_ids": sorted(held.devices)},
+        "queued_jobs": queued,
+    }  # fmt: skip
+    nodes = getattr(launcher, "nodes", None)
+    if callable(nodes):
+        report["nodes"] = nodes()
+    return report
 
 
 def parse_devices(text: str) -> set[int]:

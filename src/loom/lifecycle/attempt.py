@@ -60,6 +60,13 @@ def gang_of(
         # What a launcher on another machine moves under its own scratch folder.
         spec["roots"] = {"jobs": str(settings.jobs_dir), "environments": str(settings.envs_dir)}
         spec["checkpoint_sync_s"] = settings.learner_checkpoint_sync_s
+        # What a launcher that places the gang itself needs to give each learner its addresses.
+        options = attempt.manifest.framework_options
+        spec["gang"] = {
+            "framework": attempt.manifest.framework.name,
+            "parameter_servers": int(options.get("parameter_servers", 0)),
+            "placement": str(options.get("placement", "pack")),
+        }
         if attempt.api_urls:  # several servers on the database: the wrapper ships to any
             spec["api_urls"] = attempt.api_urls
         launches.append(LearnerLaunch(handle, spec, attempt.token, secrets))

@@ -38,7 +38,12 @@ from loom.domain.states import (
 )
 from loom.launchers.base import Launcher, LearnerLaunch, LearnerStatus, Liveness
 from loom.lifecycle import queue_pass
-from loom.lifecycle.admission import check_fits, check_host_paths, check_queue_room, holdings
+from loom.lifecycle.admission import (
+    capacity_report,
+    check_fits,
+    check_host_paths,
+    check_queue_room,
+)
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.environments import plan_for, spec_section
 from loom.lifecycle.scheduler import allocate_devices
@@ -237,23 +242,16 @@ class LifecycleManager:
     def capacity(self) -> dict[str, Any]:
         """What the platform has, what running learners hold, and how many jobs wait."""
         with self._session() as session:
-            held = holdings(session)
-            queued = job_rows.count_in_state(session, JobState.QUEUED.value)
-        total = self.launcher.capacity()
-        return {
-            "launcher": self.launcher.name,
-            "capacity": {"cpus": total.cpus, "memory": total.memory, "gpus": total.gpus},
-            "in_use": {"cpus": held.in_use.cpus, "memory": held.in_use.memory,
-                       "gpus": held.in_use.gpus, "gpu_ids": sorted(held.devices)},
-            "queued_jobs": queued,
-        }  # fmt: skip
+            return capacity_report(session, self.launcher)
 
     def delete(self, job_id: str) -> None:
         """Stop the job if it runs, then remove it, its logs and its files."""
         with self._lock, self._session() as session:
             self._job(session, job_id)
-            for learner in job_rows.active_learners_of(session, job_id, TERMINAL_STATES):
+            active = job_rows.active_learners_of(session, job_id, TERMINAL_STATES)
+            for learner in active:
                 self.launcher.terminate(learner.handle, 0.0)  # of any attempt, in any state
+            self.launcher.release([learner.handle for learner in active])
             job_rows.delete_job(session, job_id)
         Workspace(self.settings.jobs_dir, job_id).remove()
         self.signals.notify(job_id)
@@ -418,6 +416,8 @@ class LifecycleManager:
         states = [JobState(lr.state) for lr in learners]
         new = aggregate(states)
         stopped = all(s in TERMINAL_STATES for s in states)
+        if stopped:  # what the engine holds for this attempt (a placement group) is freed
+            self.launcher.release([lr.handle for lr in learners])
         if job.halt_requested and stopped and new != JobState.COMPLETED:
             new = JobState.HALTED
         if new is None or new.value == job.state:
@@ -497,11 +497,11 @@ class LifecycleManager:
         if status.liveness in (Liveness.LOST, Liveness.NOT_STARTED):
             if job.halt_requested:
                 return {"state": JobState.HALTED.value, "message": "halted by request"}
+            why = status.reason or "ended without reporting an outcome (was its process killed?)"
             return {
                 "state": JobState.FAILED.value,
                 "error_code": ErrorCode.LEARNER_LOST.value,
-                "message": f"learner {learner.learner_id} ended without reporting an outcome "
-                "(was its process killed?)",
+                "message": f"learner {learner.learner_id} {why}",
             }
         return {}
 
@@ -510,6 +510,7 @@ class LifecycleManager:
             self.launcher.terminate(learner.handle, 0.0)
             learner.state = JobState.FAILED.value
             learner.message = "never started: the platform stopped while launching it"
+        self.launcher.release([learner.handle for learner in learners])
         if job.halt_requested:
             self._transition(session, job, JobState.HALTED, "halted by request")
             return
@@ -587,6 +588,7 @@ class LifecycleManager:
                 job = self._job(session, job_id)
                 for launch in launches:
                     self.launcher.terminate(launch.handle, 0.0)
+                self.launcher.release([launch.handle for launch in launches])
                 for learner in self._current(session, job):
                     learner.state = JobState.FAILED.value
                 self._transition(session, job, JobState.FAILED, message, ErrorCode.INTERNAL.value)

@@ -65,7 +65,7 @@ class Workspace:
     def write_hostfile(self, gang: Gang) -> None:
         """Horovod's / Open MPI's hostfile, shared by the gang's learners."""
         self.state.mkdir(parents=True, exist_ok=True)
-        (self.state / "hostfile").write_text(hostfile(gang, gang.size))
+        (self.state / "hostfile").write_text(hostfile(gang))
         (self.state / "hostfile").chmod(0o644)  # read by the job's uid, whatever the umask
 
     def remove(self) -> None:

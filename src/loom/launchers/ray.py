@@ -1,0 +1,358 @@
+"""The Ray launcher: each attempt's gang is one placement group on a Ray cluster, each learner a
+detached actor (`ray_node.LearnerHost`) that runs the learner's wrapper on the node Ray chose.
+
+Loom stays the one queue: the capacity it schedules against is the cluster's. Nothing moves
+through a shared folder: a learner's spec is moved under its node's scratch disk, and its code,
+checkpoints and results go through the platform's API. Ray's errors are translated here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from loom.domain.errors import LaunchError
+from loom.domain.learner_env import MPI, Gang, hostfile
+from loom.domain.resources import Resources
+from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
+from loom.launchers.confinement import SandboxPolicy
+from loom.launchers.ray_node import LearnerHost, gang_env
+
+log = logging.getLogger("loom.launchers.ray")
+
+HANDLE = re.compile(r"/(?P<job>[^/]+)/learners/learner-(?P<learner>\d+)/attempt-(?P<attempt>\d+)$")
+STRATEGIES = {
+    "pack": "PACK",
+    "spread": "SPREAD",
+    "strict_pack": "STRICT_PACK",
+    "strict_spread": "STRICT_SPREAD",
+}
+CALL_TIMEOUT_S = 10.0
+
+
+def _names(handle: str) -> tuple[str, str]:
+    """The learner's actor name and its attempt's placement group name, from its handle."""
+    found = HANDLE.search(handle)
+    if found is None:
+        raise LaunchError(f"not a learner handle: {handle!r}")
+    group = f"loom-{found['job']}-a{found['attempt']}"
+    return f"{group}-l{found['learner']}", group
+
+
+@contextmanager
+def _translated(doing: str) -> Iterator[None]:
+    """Ray's own errors, as the platform's."""
+    try:
+        yield
+    except LaunchError:
+        raise
+    except Exception as exc:
+        raise LaunchError(f"Ray could not {doing}: {type(exc).__name__}: {exc}") from exc
+
+
+class RayLauncher:
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        namespace: str = "loom",
+        sandbox: SandboxPolicy | None = None,
+        place_timeout_s: float = 30.0,
+    ) -> None:
+        import ray
+
+        with _translated(f"connect to the cluster at {address!r}"):
+            ray.init(
+                address=address,
+                namespace=namespace,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                configure_logging=False,
+            )
+        self._ray = ray
+        self.sandbox = sandbox or SandboxPolicy()
+        self.place_timeout_s = place_timeout_s
+        self._host = ray.remote(LearnerHost)
+        self._nodes: dict[str, str] = {}  # handle → the node's address, once known
+        self._releasing: dict[str, threading.Thread] = {}  # group → its release, under way
+        self._lock = threading.Lock()
+
+    # -- capacity ------------------------------------------------------------------------------
+    def capacity(self) -> Resources:
+        """What Loom may use of the cluster: its live nodes' resources, less what the cluster's
+        other work holds (Loom's own gangs are counted by the scheduler, as on one machine)."""
+        from ray.util import placement_group_table
+
+        with _translated("read the cluster's resources"):
+            total = self._ray.cluster_resources()
+            free = self._ray.available_resources()
+            groups = placement_group_table()
+        ours: dict[str, float] = {}
+        for group in groups.values():
+            if group.get("state") == "CREATED" and str(group.get("name", "")).startswith("loom-"):
+                for bundle in group.get("bundles", {}).values():
+                    for key, amount in bundle.items():
+                        ours[key] = ours.get(key, 0.0) + float(amount)
+
+        def left(key: str) -> float:
+            have = float(total.get(key, 0.0))
+            others = have - float(free.get(key, 0.0)) - ours.get(key, 0.0)
+            return max(have - max(others, 0.0), 0.0)
+
+        return Resources(cpus=left("CPU"), memory=int(left("memory")), gpus=int(left("GPU")))
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Each node: its address, whether it is alive, what it has and what is free."""
+        with _translated("list the cluster's nodes"):
+            found = self._ray.nodes()
+            free = self._available_per_node()
+        out = []
+        for node in found:
+            total = node.get("Resources", {})
+            available = free.get(node["NodeID"], {})
+            out.append(
+                {
+                    "node": node["NodeManagerAddress"],
+                    "id": node["NodeID"][:12],
+                    "alive": bool(node.get("Alive")),
+                    "cpus": float(total.get("CPU", 0.0)),
+                    "gpus": int(total.get("GPU", 0)),
+                    "memory": int(total.get("memory", 0)),
+                    "free_cpus": float(available.get("CPU", 0.0)),
+                    "free_gpus": int(available.get("GPU", 0)),
+                    "free_memory": int(available.get("memory", 0)),
+                }
+            )
+        return out
+
+    def _available_per_node(self) -> dict[str, dict[str, float]]:
+        from ray._private.state import state
+
+        try:
+            return {k: dict(v) for k, v in state.available_resources_per_node().items()}
+        except Exception:  # a private API: without it, the totals still show
+            return {}
+
+    # -- launching -----------------------------------------------------------------------------
+    def launch(self, learners: list[LearnerLaunch]) -> None:
+        """Reserve the whole gang at once (one placement group), then start each learner on
+        its bundle's node with the gang's addresses there."""
+        if not learners:
+            return
+        _, group_name = _names(learners[0].handle)
+        self._wait_released(group_name)
+        group = self._place(group_name, learners)
+        hosts = [
+            self._start_host(handle_of(learner), group, i, learner)
+            for i, learner in enumerate(learners)
+        ]
+        with _translated("reach the learners' nodes"):
+            where = self._ray.get(
+                [host.where.remote(2 if i == 0 else 1) for i, host in enumerate(hosts)],
+                timeout=self.place_timeout_s,
+            )
+        gang = Gang(
+            host=where[0][0],
+            coordinator_port=where[0][1][0],
+            learner_ports=tuple(ports[-1] for _, ports, _ in where),
+            hosts=tuple(address for address, _, _ in where),
+        )
+        mpi = str((learners[0].spec.get("gang") or {}).get("framework", "")).lower() in MPI
+        started = []
+        for rank, (learner, host) in enumerate(zip(learners, hosts, strict=True)):
+            spec = {
+                **learner.spec,
+                "env": {**learner.spec["env"], **gang_env(learner.spec, gang, rank)},
+            }
+            self._nodes[learner.handle] = f"{gang.hosts[rank]} ({where[rank][2]})"
+            started.append(
+                host.start.remote(
+                    spec, learner.token, learner.secrets, hostfile(gang) if mpi else None
+                )
+            )
+        with _translated("start the learners"):
+            self._ray.get(started, timeout=self.place_timeout_s)
+
+    def _place(self, name: str, learners: list[LearnerLaunch]) -> Any:
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        spec = learners[0].spec
+        placement = str((spec.get("gang") or {}).get("placement", "pack"))
+        bundles = [_bundle(learner.spec) for learner in learners]
+        with _translated("reserve the gang's resources"):
+            group = placement_group(
+                bundles,
+                strategy=STRATEGIES.get(placement, "PACK"),
+                name=name,
+                lifetime="detached",
+            )
+            ready = group.wait(timeout_seconds=self.place_timeout_s)
+        if not ready:
+            remove_placement_group(group)
+            raise LaunchError(
+                f"the Ray cluster could not place {len(learners)} learners "
+                f"({_describe(bundles[0])} each, placement {placement}) within "
+                f"{self.place_timeout_s:.0f} s: no set of nodes has that much free"
+            )
+        return group
+
+    def _start_host(self, name: str, group: Any, index: int, learner: LearnerLaunch) -> Any:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle = _bundle(learner.spec)
+        with _translated("start a learner's actor"):
+            return self._host.options(
+                name=name,
+                lifetime="detached",
+                max_restarts=0,
+                num_cpus=bundle["CPU"],
+                num_gpus=bundle.get("GPU", 0),
+                memory=bundle.get("memory"),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=group, placement_group_bundle_index=index
+                ),
+            ).remote(self.sandbox)
+
+    # -- following -----------------------------------------------------------------------------
+    def _actor(self, handle: str) -> Any | None:
+        name, _ = _names(handle)
+        try:
+            return self._ray.get_actor(name)
+        except ValueError:
+            return None
+
+    def _group_exists(self, handle: str) -> bool:
+        from ray.util.placement_group import get_placement_group
+
+        try:
+            get_placement_group(_names(handle)[1])
+        except ValueError:
+            return False
+        return True
+
+    def status(self, handle: str) -> LearnerStatus:
+        actor = self._actor(handle)
+        if actor is None:
+            # Launched (its group exists), but its actor is gone: lost with its node.
+            if self._group_exists(handle):
+                return LearnerStatus(Liveness.LOST, None, self._lost(handle))
+            return LearnerStatus(Liveness.NOT_STARTED)
+        try:
+            found = self._ray.get(actor.status.remote(), timeout=CALL_TIMEOUT_S)
+        except self._ray.exceptions.GetTimeoutError:
+            return LearnerStatus(Liveness.RUNNING)  # busy or slow; asked again soon
+        except self._ray.exceptions.ActorUnavailableError:
+            return LearnerStatus(Liveness.RUNNING)  # reconnecting; Ray says when it is dead
+        except self._ray.exceptions.RayActorError:
+            return LearnerStatus(Liveness.LOST, None, self._lost(handle))
+        self._nodes[handle] = str(found.get("node") or self._nodes.get(handle, "?"))
+        return LearnerStatus(Liveness(found["liveness"]), found.get("report"))
+
+    def _lost(self, handle: str) -> str:
+        node = self._nodes.get(handle)
+        return f"was lost with its Ray node {node}" if node else "was lost with its Ray node"
+
+    def terminate(self, handle: str, grace_s: float) -> None:
+        actor = self._actor(handle)
+        if actor is None:
+            return
+        try:
+            self._ray.get(actor.terminate.remote(grace_s), timeout=CALL_TIMEOUT_S)
+        except Exception:  # its node is gone: so is the learner
+            log.debug("terminating %s: its actor did not answer", handle)
+
+    def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
+        actor = self._actor(handle)
+        if actor is None:
+            return []
+        try:
+            return list(self._ray.get(actor.spooled.remote(), timeout=CALL_TIMEOUT_S))
+        except Exception:  # lost with its node: what it spooled went with it
+            return []
+
+    def release(self, handles: list[str]) -> None:
+        """In the background: each actor cleans its node's folder and ends, then the group
+        goes. A new attempt of the same job waits for this first (`_wait_released`)."""
+        if not handles:
+            return
+        _, group = _names(handles[0])
+        with self._lock:
+            if group in self._releasing and self._releasing[group].is_alive():
+                return
+            thread = threading.Thread(
+                target=self._release,
+                args=(list(handles), group),
+                name=f"release-{group}",
+                daemon=True,
+            )
+            self._releasing[group] = thread
+        thread.start()
+
+    def _release(self, handles: list[str], group: str) -> None:
+        from ray.util.placement_group import get_placement_group, remove_placement_group
+
+        for handle in handles:
+            actor = self._actor(handle)
+            if actor is None:
+                continue
+            try:
+                self._ray.get(actor.release.remote(10.0), timeout=30.0)
+            except Exception:
+                log.debug("releasing %s: its actor did not answer", handle)
+            try:
+                self._ray.kill(actor)
+            except Exception:
+                log.debug("releasing %s: its actor is gone already", handle)
+            self._nodes.pop(handle, None)
+        try:
+            remove_placement_group(get_placement_group(group))
+        except Exception:
+            log.debug("placement group %s is gone already", group)
+
+    def _wait_released(self, group_name: str) -> None:
+        """A new attempt's group: the job's last one must be released first (it removes the
+        job's folders on its nodes)."""
+        prefix = group_name.rsplit("-a", 1)[0] + "-a"
+        with self._lock:
+            pending = [t for g, t in self._releasing.items() if g.startswith(prefix)]
+        for thread in pending:
+            thread.join(timeout=60.0)
+
+    def close(self) -> None:
+        """Disconnect; the learners (detached actors) keep running on the cluster."""
+        with self._lock:
+            pending = list(self._releasing.values())
+        for thread in pending:
+            thread.join(timeout=30.0)
+        self._ray.shutdown()
+
+
+def handle_of(learner: LearnerLaunch) -> str:
+    return _names(learner.handle)[0]
+
+
+def _bundle(spec: dict[str, Any]) -> dict[str, float]:
+    """One learner's share: its CPUs, GPUs and memory, as Ray counts them."""
+    bundle: dict[str, float] = {"CPU": float(spec.get("cpus") or 1)}
+    gpus = int(spec.get("env", {}).get("GPU_COUNT") or 0)
+    if gpus:
+        bundle["GPU"] = float(gpus)
+    memory = int(spec.get("memory_limit") or 0)
+    if memory:
+        bundle["memory"] = float(memory)
+    return bundle
+
+
+def _describe(bundle: dict[str, float]) -> str:
+    parts = [f"{bundle['CPU']:g} CPU"]
+    if bundle.get("GPU"):
+        parts.append(f"{bundle['GPU']:g} GPU")
+    if bundle.get("memory"):
+        parts.append(f"{bundle['memory'] / 2**30:.1f} GiB")
+    return ", ".join(parts)

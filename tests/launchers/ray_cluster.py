@@ -1,0 +1,114 @@
+"""A real two-node Ray cluster on this machine, started and stopped by the tests.
+
+Each node has its own Ray temp folder and its own scratch root for Loom's learners
+(`LOOM_NODE_SCRATCH_DIR`), so nothing passes between them through a shared folder. The head
+notices a lost node within about two seconds (Ray's health checks, shortened here).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.conftest import free_port, processes_with
+
+RAY = str(Path(sys.executable).parent / "ray")
+QUIET = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_health_check_initial_delay_ms": "0",
+    "RAY_health_check_period_ms": "500",
+    "RAY_health_check_timeout_ms": "500",
+    "RAY_health_check_failure_threshold": "3",
+}
+
+
+class RayCluster:
+    def __init__(self, root: Path, cpus: int = 2) -> None:
+        self.root = root
+        # Ray's sockets live in its temp folder, and a socket's path is at most 107 bytes.
+        self.temp = Path(tempfile.mkdtemp(prefix="lray-"))
+        self.cpus = cpus
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+
+    def scratch(self, node: str) -> Path:
+        return self.root / f"scratch-{node}"
+
+    def _start(self, node: str, *args: str) -> None:
+        env = {**os.environ, **QUIET, "LOOM_NODE_SCRATCH_DIR": str(self.scratch(node))}
+        temp = self.temp / node
+        command = [
+            RAY,
+            "start",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={self.cpus}",
+            "--object-store-memory=80000000",
+            f"--temp-dir={temp}",
+            "--disable-usage-stats",
+            *args,
+        ]
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"ray start ({node}) failed:\n{done.stdout}\n{done.stderr}")
+
+    def start(self) -> RayCluster:
+        os.environ.update(QUIET)  # the platform's driver, started by the tests, reads them too
+        self._start("head", "--head", f"--port={self.port}", "--include-dashboard=false")
+        self.start_worker()
+        return self
+
+    def start_worker(self) -> None:
+        self._start("worker", f"--address={self.address}", '--resources={"worker": 1}')
+        self.wait_nodes(2)
+
+    def alive_nodes(self) -> int:
+        script = (
+            f"import ray; ray.init(address={self.address!r}, log_to_driver=False);"
+            "print('alive', sum(1 for n in ray.nodes() if n['Alive']))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **QUIET},
+            timeout=60,
+            check=False,
+        )
+        said = [line for line in out.stdout.splitlines() if line.startswith("alive ")]
+        return int(said[-1].split()[1]) if out.returncode == 0 and said else -1
+
+    def wait_nodes(self, count: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self.alive_nodes() != count:
+            assert time.monotonic() < deadline, f"the cluster never had {count} live nodes"
+            time.sleep(0.5)
+
+    def kill_worker(self) -> None:
+        """The worker node is lost: its raylet killed, as a machine that went away."""
+        raylets = [
+            pid
+            for pid in processes_with(str(self.temp / "worker").encode())
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"/raylet")
+        ]
+        assert raylets, "no raylet of the worker node"
+        for pid in raylets:
+            os.kill(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        subprocess.run(
+            [RAY, "stop", "--force"],
+            env={**os.environ, **QUIET},
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        shutil.rmtree(self.temp, ignore_errors=True)

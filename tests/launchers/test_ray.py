@@ -1,0 +1,185 @@
+"""The Ray launcher on a real two-node Ray cluster started here, each node with its own scratch
+disk: gangs placed by Ray, a lost node, and a platform killed with -9 while learners run."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loom.client import LoomClient
+from tests.conftest import (
+    ROOT,
+    Server,
+    database_free,
+    eventually,
+    make_zip,
+    manifest,
+    wait_for_state,
+)
+from tests.launchers.ray_cluster import RayCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.slow, database_free]
+FINAL = {"COMPLETED", "FAILED", "HALTED"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    ray = RayCluster(tmp_path_factory.mktemp("ray")).start()
+    yield ray
+    ray.stop()
+
+
+def on_ray(home: Path, cluster: RayCluster) -> Server:
+    return Server(
+        home,
+        LOOM_LAUNCHER="ray",
+        LOOM_RAY_ADDRESS=cluster.address,
+        LOOM_LEARNER_CHECKPOINT_SYNC_S="1",
+    ).start()
+
+
+@pytest.fixture
+def platform(tmp_path: Path, cluster: RayCluster) -> Iterator[Server]:
+    server = on_ray(tmp_path / "home", cluster)
+    yield server
+    server.stop()
+
+
+def lines_of(client: LoomClient, job_id: str) -> list[dict[str, object]]:
+    return client.logs(job_id, pagesize=10_000)
+
+
+def test_capacity_is_the_clusters(platform: Server) -> None:
+    """The scheduler's capacity is the cluster's: both nodes, each listed with what is free."""
+    with platform.client() as client:
+        found = client.capacity()
+    assert found["launcher"] == "ray"
+    assert found["capacity"]["cpus"] == 4.0
+    assert len(found["nodes"]) == 2
+    assert all(node["alive"] and node["cpus"] == 2.0 for node in found["nodes"])
+
+
+def test_ddp_digits_one_learner_per_node(platform: Server, cluster: RayCluster) -> None:
+    """The digits example's DDP job with `placement: strict_spread`: one learner on each node
+    (each in its own node's scratch folder), trained together, its model registered."""
+    example = ROOT / "examples" / "digits-pytorch"
+    text = (example / "manifest.yml").read_text().replace("--epochs 15", "--epochs 4")
+    text = text.replace("python train.py", "python where.py && python train.py")
+    text += "framework_options: {placement: strict_spread}\n"
+    where = "import os\nprint('working in', os.getcwd(), flush=True)\n"
+    code = make_zip({"train.py": (example / "train.py").read_text(), "where.py": where})
+    with platform.client() as client:
+        job_id = client.submit(text, code)
+        job = wait_for_state(client, job_id, FINAL, timeout=240)
+        assert job["state"] == "COMPLETED", job
+        lines = [str(x["line"]) for x in lines_of(client, job_id)]
+        for rank in (0, 1):
+            assert any(x.startswith(f"rank {rank} epoch 4/4") for x in lines), lines
+        folders = [x.split("working in ")[1] for x in lines if x.startswith("working in")]
+        roots = {Path(f).relative_to(cluster.root).parts[0] for f in folders}
+        assert roots == {"scratch-head", "scratch-worker"}
+        assert not any(str(platform.home) in f for f in folders)
+        assert client.model_version("digits-cnn")["provenance"]["job_id"] == job_id
+        groups = {p["group"] for p in client.metrics(job_id, pagesize=10_000)["metrics"]}
+        assert {"train", "test"} <= groups
+
+
+TICKER = (
+    "import os, sys, time\n"
+    "for i in range(1, 41):\n"
+    "    print(f'learner {os.environ[\"LEARNER_ID\"]} line {i}', flush=True)\n"
+    "    time.sleep(0.2)\n"
+)
+
+
+def test_platform_killed_mid_job_reattaches(tmp_path: Path, cluster: RayCluster) -> None:
+    """kill -9 of the platform while learners run on Ray: restarted, it finds them again (it
+    does not start them twice) and the job completes with every line stored once."""
+    server = on_ray(tmp_path / "home", cluster)
+    try:
+        with server.client() as client:
+            job_id = client.submit(
+                manifest("python tick.py", learners=2, cpus=1), make_zip({"tick.py": TICKER})
+            )
+            eventually(lambda: len(lines_of(client, job_id)) >= 4, timeout=60)
+        server.kill9()
+        time.sleep(2.0)
+        server.start()
+        with server.client() as client:
+            job = wait_for_state(client, job_id, FINAL, timeout=120)
+            assert job["state"] == "COMPLETED", job
+            assert job["attempt"] == 1
+            lines = [(x["learner"], x["line"]) for x in lines_of(client, job_id)]
+        expected = {(n, f"learner {n} line {i}") for n in (1, 2) for i in range(1, 41)}
+        assert sorted(lines) == sorted(expected)  # each once
+    finally:
+        server.stop()
+
+
+STEPPER = (
+    "import os, time\n"
+    "from pathlib import Path\n"
+    "rank = os.environ['RANK']\n"
+    "ckpt = Path(os.environ['CHECKPOINT_DIR']) / f'rank-{rank}'\n"
+    "step = int(ckpt.read_text()) if ckpt.exists() else 0\n"
+    "attempt = os.environ['TRAINING_ATTEMPT']\n"
+    "print(f'rank {rank} attempt {attempt} from step {step} in {os.getcwd()}', flush=True)\n"
+    "while step < 40:\n"
+    "    step += 1\n"
+    "    tmp = ckpt.with_suffix('.tmp')\n"
+    "    tmp.write_text(str(step))\n"
+    "    tmp.replace(ckpt)\n"
+    "    print(f'rank {rank} step {step}', flush=True)\n"
+    "    time.sleep(0.4)\n"
+)
+
+
+def test_lost_node_restarts_from_checkpoint(platform: Server, cluster: RayCluster) -> None:
+    """A node lost mid-job: the gang stops, the attempt says which node was lost, and under
+    OnFailure attempt 2 runs on the remaining node from attempt 1's checkpoints (the lost
+    node's too, which reached the platform through its API)."""
+    text = manifest(
+        "python step.py",
+        learners=2,
+        cpus=1,
+        restart_policy="OnFailure",
+        max_restarts=2,
+        framework_options="{placement: spread}",
+    )
+    try:
+        with platform.client() as client:
+            job_id = client.submit(text, make_zip({"step.py": STEPPER}))
+
+            def stepped() -> bool:
+                found = [str(x["line"]) for x in lines_of(client, job_id)]
+                return all(f"rank {r} step 8" in found for r in (0, 1))
+
+            eventually(stepped, timeout=90)
+            # Both learners' checkpoints have reached the platform (the worker's through the API).
+            held = platform.home / "jobs" / job_id / "checkpoints"
+            eventually(lambda: all((held / f"rank-{r}").exists() for r in (0, 1)), timeout=30)
+            sent = int((held / "rank-1").read_text())
+            cluster.kill_worker()
+            job = wait_for_state(client, job_id, FINAL, timeout=180)
+            assert job["state"] == "COMPLETED", job
+            assert job["attempt"] == 2, [x["line"] for x in lines_of(client, job_id)][:6]
+            lost = [
+                lr
+                for lr in client.job(job_id)["learner_status"]
+                if lr["attempt"] == 1 and "lost" in lr["message"]
+            ]
+            assert lost, job
+            assert re.search(r"lost with its Ray node [\d.]+ \([0-9a-f]{12}\)", lost[0]["message"])
+            resumed = [str(x["line"]) for x in lines_of(client, job_id)]
+            for rank in (0, 1):
+                start = next(x for x in resumed if x.startswith(f"rank {rank} attempt 2 from"))
+                assert int(start.split()[6]) > 0, start  # not from the beginning
+            resumed_at = [x for x in resumed if x.startswith("rank 1 attempt 2 from")]
+            assert int(resumed_at[0].split()[6]) >= sent
+    finally:
+        cluster.wait_nodes(1)
+        cluster.start_worker()
