@@ -160,7 +160,12 @@ class LocalLauncher:
         return read_spool(_recorded(Path(handle), "spool_file"))
 
     def release(self, handles: list[str]) -> None:
-        """Nothing to free: a learner's process is gone when it has ended."""
+        """A learner's process is gone when it has ended; with a scratch folder, what the
+        attempt left there goes too (what mattered went through the API)."""
+        if self.scratch is None:
+            return
+        for job in {Path(handle).parents[2].name for handle in handles}:
+            shutil.rmtree(self.scratch / "jobs" / job, ignore_errors=True)
 
     def close(self) -> None:
         """Stop the spawner; the learners keep running in their own sessions."""
