@@ -63,6 +63,18 @@ def test_capacity_is_the_clusters(platform: Server) -> None:
     assert all(node["alive"] and node["cpus"] == 2.0 for node in found["nodes"])
 
 
+def test_a_gang_no_nodes_can_hold_is_refused(platform: Server) -> None:
+    """Three learners one per node on a two-node cluster: the cluster's CPUs would do in all,
+    but no placement can hold it, and the job says so instead of waiting for ever."""
+    text = manifest("true", learners=3, cpus=1, framework_options="{placement: strict_spread}")
+    with platform.client() as client:
+        job_id = client.submit(text, make_zip({"x.py": ""}))
+        job = wait_for_state(client, job_id, FINAL, timeout=60)
+    assert job["state"] == "FAILED"
+    assert job["error_code"] == "S100"
+    assert "strict_spread needs 3 nodes with 1 CPU" in job["status_message"]
+
+
 def test_ddp_digits_one_learner_per_node(platform: Server, cluster: RayCluster) -> None:
     """The digits example's DDP job with `placement: strict_spread`: one learner on each node
     (each in its own node's scratch folder), trained together, its model registered."""

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from loom.domain import placement as placement_rules
 from loom.domain.errors import LaunchError
 from loom.domain.learner_env import MPI, Gang, hostfile
 from loom.domain.resources import Resources
@@ -130,6 +131,17 @@ class RayLauncher:
                 }
             )
         return out
+
+    def placeable(
+        self, per_learner: Resources, learners: int, placement: str
+    ) -> placement_rules.Verdict | None:
+        """Whether Ray could place this gang on the live nodes now (None), or why not."""
+        with _translated("read the cluster's nodes"):
+            alive = [node for node in self._ray.nodes() if node.get("Alive")]
+            free = self._available_per_node()
+        totals = [_resources(node.get("Resources", {})) for node in alive]
+        now = [_resources(free.get(node["NodeID"], {})) for node in alive]
+        return placement_rules.check(per_learner, learners, placement, now, totals)
 
     def _available_per_node(self) -> dict[str, dict[str, float]]:
         from ray._private.state import state
@@ -347,6 +359,14 @@ def _bundle(spec: dict[str, Any]) -> dict[str, float]:
     if memory:
         bundle["memory"] = float(memory)
     return bundle
+
+
+def _resources(found: dict[str, float]) -> Resources:
+    return Resources(
+        cpus=float(found.get("CPU", 0.0)),
+        memory=int(found.get("memory", 0)),
+        gpus=int(found.get("GPU", 0)),
+    )
 
 
 def _describe(bundle: dict[str, float]) -> str:

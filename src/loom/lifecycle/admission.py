@@ -3,8 +3,9 @@ per user, which GPUs), each user's quota, and whether a user may queue one more 
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from loom.domain.errors import ErrorCode, InvalidInput, ManifestError, TooManyRequests
 from loom.domain.manifest import Manifest
+from loom.domain.placement import Verdict as Placement
 from loom.domain.resources import Resources
 from loom.domain.states import TERMINAL_STATES, JobState
 from loom.launchers.base import Launcher
@@ -21,6 +23,8 @@ from loom.lifecycle.workspace import host_path
 from loom.settings import Settings
 from loom.store import jobs as job_rows
 from loom.store.tables import Job, User
+
+Placeable = Callable[[str], Placement | None]
 
 
 @dataclass
@@ -63,6 +67,25 @@ def capacity_report(session: Session, launcher: Launcher) -> dict[str, Any]:
     if callable(nodes):
         report["nodes"] = nodes()
     return report
+
+
+def placement_check(session: Session, launcher: Launcher) -> Placeable | None:
+    """With a cluster launcher: whether a queued job's gang can be placed on its nodes, by the
+    job's `framework_options.placement`."""
+    placeable = getattr(launcher, "placeable", None)
+    if not callable(placeable):
+        return None
+
+    def check(job_id: str) -> Placement | None:
+        job = job_rows.get_job(session, job_id)
+        if job is None:
+            return None
+        options = json.loads(job.manifest).get("framework_options") or {}
+        per_learner = Resources(job.cpus, job.memory, job.gpus)
+        found = placeable(per_learner, job.learners, str(options.get("placement", "pack")))
+        return found if isinstance(found, Placement) else None
+
+    return check
 
 
 def parse_devices(text: str) -> set[int]:

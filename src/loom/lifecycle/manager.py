@@ -43,6 +43,7 @@ from loom.lifecycle.admission import (
     check_fits,
     check_host_paths,
     check_queue_room,
+    placement_check,
 )
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.environments import plan_for, spec_section
@@ -519,7 +520,8 @@ class LifecycleManager:
 
     def _schedule(self, session: Session) -> list[tuple[str, list[LearnerLaunch]]]:
         """Decide for the queue (`queue_pass`); admit what starts, fail what never can."""
-        found = queue_pass.run(session, self.launcher.capacity, self.settings)
+        placeable = placement_check(session, self.launcher)
+        found = queue_pass.run(session, self.launcher.capacity, self.settings, placeable)
         for job_id, reason in found.never:
             self._never(session, job_id, reason)
         batches = []

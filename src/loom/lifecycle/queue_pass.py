@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from loom.domain.resources import Resources
-from loom.lifecycle.admission import holdings, quotas
+from loom.lifecycle.admission import Placeable, holdings, quotas
 from loom.lifecycle.scheduler import Planner, QueuedJob, Verdict, never_reason
 from loom.settings import Settings
 from loom.store import jobs as job_rows
@@ -30,7 +30,12 @@ class Outcome:
     taken_devices: set[int] = field(default_factory=set)  # GPUs running learners hold
 
 
-def run(session: Session, capacity: Callable[[], Resources], settings: Settings) -> Outcome:
+def run(
+    session: Session,
+    capacity: Callable[[], Resources],
+    settings: Settings,
+    placeable: Placeable | None = None,
+) -> Outcome:
     rows = job_rows.queue(session, None, CHUNK)
     if not rows:
         return Outcome()
@@ -45,7 +50,13 @@ def run(session: Session, capacity: Callable[[], Resources], settings: Settings)
         for row in rows:
             need = Resources(row.cpus, row.memory, row.gpus)
             decision = planner.decide(QueuedJob(row.id, need, row.learners, row.owner_id))
-            if decision.verdict == Verdict.START:
+            where = placeable(row.id) if placeable and decision.verdict == Verdict.START else None
+            if where is not None and where.never:
+                found.never.append((row.id, where.reason))
+            elif where is not None:  # waits for the nodes; its share stays counted this pass
+                if row.queue_reason != where.reason:
+                    reasons[row.id] = where.reason
+            elif decision.verdict == Verdict.START:
                 found.starts.append(row.id)
             elif decision.verdict == Verdict.NEVER:
                 found.never.append((row.id, decision.reason))
