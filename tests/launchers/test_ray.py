@@ -18,6 +18,7 @@ from tests.conftest import (
     eventually,
     make_zip,
     manifest,
+    register,
     wait_for_state,
 )
 from tests.launchers.ray_cluster import RayCluster
@@ -192,6 +193,51 @@ def test_lost_node_restarts_from_checkpoint(platform: Server, cluster: RayCluste
                 assert int(start.split()[6]) > 0, start  # not from the beginning
             resumed_at = [x for x in resumed if x.startswith("rank 1 attempt 2 from")]
             assert int(resumed_at[0].split()[6]) >= sent
+    finally:
+        cluster.wait_nodes(1)
+        cluster.start_worker()
+
+
+V2 = {"inputs": [{"name": "image", "shape": [1, 1, 8, 8], "datatype": "FP32", "data": [0.5] * 64}]}
+
+
+def test_deployment_replicas_on_both_nodes_survive_one(
+    platform: Server, cluster: RayCluster, model_zip: bytes
+) -> None:
+    """A deployment's two replicas run one on each node (each with the model sent to it); with
+    one node lost, the endpoint keeps answering from the other and gets its replica back."""
+    import httpx
+
+    try:
+        with platform.client() as client:
+            register(client, model_zip)
+            client.deploy("spread", "digits", min_replicas=2, max_replicas=2)
+            deadline = time.monotonic() + 120
+            found = client.deployment("spread")
+            while found["replicas"]["ready"] < 2:
+                assert time.monotonic() < deadline, found
+                time.sleep(0.2)
+                found = client.deployment("spread")
+            url = found["urls"]["v2_infer"]
+            owner = {"Authorization": f"Bearer {platform.admin_token}"}
+            assert httpx.post(url, json=V2, headers=owner).status_code == 200
+            served = {
+                node: list((cluster.scratch(node) / "serving").rglob("model/model.onnx"))
+                for node in ("head", "worker")
+            }
+            assert all(served.values()), served
+            cluster.kill_worker()
+            answered = []
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                answered.append(httpx.post(url, json=V2, headers=owner, timeout=30).status_code)
+                found = client.deployment("spread")
+                if found["restarts"] >= 1 and found["replicas"]["ready"] == 2:
+                    break
+                time.sleep(0.2)
+            assert found["replicas"]["ready"] == 2 and found["restarts"] >= 1, found
+            assert set(answered) == {200}, answered
+            client.delete_deployment("spread")
     finally:
         cluster.wait_nodes(1)
         cluster.start_worker()

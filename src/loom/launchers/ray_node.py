@@ -56,7 +56,7 @@ def gang_env(spec: dict[str, Any], gang: Gang, rank: int) -> dict[str, str]:
     )
 
 
-def _address() -> str:
+def node_address() -> str:
     """This node's address as the cluster knows it (`ray start --node-ip-address`)."""
     import ray
 
@@ -79,7 +79,7 @@ class LearnerHost:
     def __init__(self, sandbox: SandboxPolicy) -> None:
         self.scratch = node_scratch()
         self.sandbox = sandbox
-        self.node = f"{_address()} ({_node_id()})"
+        self.node = f"{node_address()} ({_node_id()})"
         self.folder: Path | None = None
         self.job_root: Path | None = None
         self._launcher: LocalLauncher | None = None
@@ -87,7 +87,7 @@ class LearnerHost:
     def where(self, ports: int) -> tuple[str, list[int], str]:
         """This node's address, as the other nodes reach it, `ports` free ports on it, and
         its name."""
-        return _address(), free_ports(ports), _node_id()
+        return node_address(), free_ports(ports), _node_id()
 
     def start(
         self,

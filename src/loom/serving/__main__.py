@@ -13,7 +13,7 @@ from pathlib import Path
 import uvicorn
 
 from loom.serving.dataplane import DataPlane
-from loom.serving.rest import build_app
+from loom.serving.rest import TOKEN_ENV, build_app, require_token
 from loom.serving.runtimes import load
 
 
@@ -41,8 +41,12 @@ def main() -> None:
     )
     where = f"unix socket {args.uds}" if args.uds else f"http://{args.host}:{args.port}/v2"
     print(f"serving {name!r} version {args.version} at {where}", flush=True)
+    app = build_app(plane)
+    token = os.environ.pop(TOKEN_ENV, None)  # a replica on a cluster node: its gateway's
+    if token:
+        app = require_token(app, token)
     uvicorn.run(
-        build_app(plane),
+        app,
         host=args.host,
         port=args.port,
         uds=args.uds,

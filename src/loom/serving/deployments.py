@@ -78,8 +78,10 @@ class Deployments:
         host: str = "127.0.0.1",
         tls: Tls | None = None,
         sandbox: SandboxPolicy | None = None,
+        ray: tuple[str, str] | None = None,
     ) -> None:
         self.db = db
+        self.ray = ray  # (address, namespace): replicas on that Ray cluster's nodes
         self.sandbox = sandbox or SandboxPolicy()
         self.registry = registry
         self.root = home / "deployments"
@@ -337,6 +339,8 @@ class Deployments:
             certfile=self.tls.certfile if self.tls else "",
             keyfile=self.tls.keyfile if self.tls else "",
             sandbox=self.sandbox.replica_section(row.id),
+            ray_address=self.ray[0] if self.ray else "",
+            ray_namespace=self.ray[1] if self.ray else "loom",
             **_columns_of(row),
         )
 
@@ -357,11 +361,19 @@ class Deployments:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=folder,
-                env=serving_env(),
+                env=self._gateway_env(),
                 start_new_session=True,
             )
         (folder / PID).write_text(str(child.pid))
         self._children[row.id] = child
+
+    def _gateway_env(self) -> dict[str, str]:
+        """The allow-list, and Ray's own settings when its replicas are on a Ray cluster (the
+        gateway is the platform's, not the user's)."""
+        env = serving_env()
+        if self.ray:
+            env.update({k: v for k, v in os.environ.items() if k.startswith("RAY_")})
+        return env
 
     def _pid(self, row: Deployment) -> int | None:
         try:

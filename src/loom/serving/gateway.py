@@ -222,7 +222,12 @@ class Gateway:
                 surplus -= 1
 
     def start_replica(self) -> Replica:
-        replica = Replica(
+        kind = Replica
+        if self.spec.ray_address:  # on the cluster's nodes
+            from loom.serving.ray_replicas import RayReplica
+
+            kind = RayReplica
+        replica = kind(
             id=self.next_id,
             socket=socket_path(self.next_id),
             generation=generation(self.spec),
@@ -468,6 +473,10 @@ def tls_context(spec: DeploymentSpec) -> ssl.SSLContext | None:
 async def run(folder: Path) -> None:
     spec = DeploymentSpec.read(folder)
     private_sockets(folder)
+    if spec.ray_address:
+        from loom.serving.ray_replicas import connect
+
+        await asyncio.to_thread(connect, spec.ray_address, spec.ray_namespace)
     gateway = Gateway(folder, spec)
     gateway.tls = tls_context(spec)
     server = await asyncio.start_server(

@@ -6,6 +6,7 @@ Bodies are parsed whatever their Content-Type (some V2 clients send none); error
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -228,3 +229,27 @@ async def fast_infer(
     headers.append((b"content-length", b"%d" % len(payload)))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+# A replica on a cluster node listens on a TCP port others on the network could reach: it
+# answers only requests that carry its gateway's secret.
+TOKEN_HEADER = b"x-loom-replica"
+TOKEN_ENV = "LOOM_REPLICA_TOKEN"
+
+
+def require_token(app: ASGIApp, token: str) -> ASGIApp:
+    wanted = token.encode()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope["headers"] if k == TOKEN_HEADER), b"")
+            if not hmac.compare_digest(given, wanted):
+                payload = orjson.dumps({"error": "this replica answers its gateway only"})
+                headers = [(b"content-type", b"application/json"),
+                           (b"content-length", b"%d" % len(payload))]  # fmt: skip
+                await send({"type": "http.response.start", "status": 403, "headers": headers})
+                await send({"type": "http.response.body", "body": payload})
+                return
+        await app(scope, receive, send)
+
+    return guarded

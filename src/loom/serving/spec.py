@@ -45,6 +45,8 @@ class DeploymentSpec:
     ready_timeout_s: float = 120.0
     drain_timeout_s: float = 30.0
     sandbox: dict[str, Any] | None = None  # how replicas are confined; None: they are not
+    ray_address: str = ""  # replicas on this Ray cluster's nodes; "": processes here
+    ray_namespace: str = "loom"
 
     @classmethod
     def read(cls, folder: Path) -> DeploymentSpec:

@@ -1,0 +1,210 @@
+"""A deployment's replicas on a Ray cluster (the platform's launcher is `ray`).
+
+Each replica is an actor (owned by the gateway: it ends with it) holding one CPU on a node Ray
+chose, spread over the nodes. It starts the usual model server there, confined by the node's
+sandbox, on a TCP port of that node, with the model's files sent by the gateway through Ray (no
+shared disk). The gateway reaches it across nodes with a per-deployment secret header the
+server requires, so no one else on the cluster's network can call it directly. A replica lost
+with its node is seen as exited, and the gateway replaces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from loom.launchers.ray_node import free_ports, node_address, node_scratch
+from loom.serving.confined import ReplicaSandbox
+from loom.serving.environment import serving_env
+from loom.serving.http1 import Message
+from loom.serving.replicas import MAX_RESPONSE, Connection, Replica, ReplicaGone, _why
+from loom.serving.rest import TOKEN_ENV, TOKEN_HEADER
+from loom.serving.spec import DeploymentSpec
+
+
+def model_files(model_dir: str) -> dict[str, bytes]:
+    """The model folder's plain files, to send to a node."""
+    root = Path(model_dir)
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
+
+
+class ReplicaHost:
+    """On a node: one replica's model server (a Ray actor; its calls may overlap)."""
+
+    def __init__(self, deployment: str, replica: int) -> None:
+        self.folder = node_scratch() / "serving" / deployment / f"replica-{replica}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(
+        self,
+        files: dict[str, bytes],
+        options: list[str],
+        token: str,
+        sandbox: dict[str, Any] | None,
+    ) -> tuple[str, int, int]:
+        """Write the model here and start its server; where it listens, and its pid."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+        model = self.folder / "model"
+        for name, data in files.items():
+            target = model / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        host, port = node_address(), free_ports(1)[0]
+        command = [sys.executable, "-m", "loom.serving", str(model), "--host", host,
+                   "--port", str(port), *options]  # fmt: skip
+        env = {**serving_env(), TOKEN_ENV: token}
+        before_exec = None
+        if sandbox is not None:
+            confined = ReplicaSandbox(sandbox, self.folder, "run")
+            (self.folder / "run").mkdir(exist_ok=True)
+            confined.prepare(model)
+            name = f"serve-{self.folder.parent.name}-{self.folder.name}"
+            command, _group, before_exec = confined.start(name, command, model)
+            env["HOME"] = "/tmp"
+        with (self.folder / "replica.log").open("ab") as out:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.folder, env=env, start_new_session=True,
+                preexec_fn=before_exec,  # noqa: PLW1509 (joins the replica's cgroup)
+            )  # fmt: skip
+        return host, port, self.process.pid
+
+    def wait(self) -> int:
+        assert self.process is not None
+        return self.process.wait()
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.process.pid, sig)
+
+    def last_lines(self, count: int) -> str:
+        try:
+            lines = (self.folder / "replica.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return " | ".join(lines[-count:])
+
+    def clean(self) -> None:
+        self.signal(signal.SIGKILL)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class RayProcess:
+    """A replica's server on its node, as the gateway sees a local process."""
+
+    def __init__(self, actor: Any, pid: int) -> None:
+        self.actor = actor
+        self.pid = pid
+        self.returncode: int | None = None
+
+    async def wait(self) -> int:
+        """Its exit code; -9 when its actor (or its node) is gone."""
+        import ray
+
+        if self.returncode is None:
+            try:
+                self.returncode = int(await self.actor.wait.remote())
+            except ray.exceptions.RayError:
+                self.returncode = -9
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        self.actor.signal.remote(int(sig))
+
+    def kill(self) -> None:
+        import ray
+
+        with contextlib.suppress(Exception):
+            self.actor.clean.remote()
+            ray.kill(self.actor, no_restart=True)
+
+
+class RayReplica(Replica):
+    """A replica on a Ray node, reached over TCP with the deployment's secret header."""
+
+    host: str = ""
+    port: int = 0
+    token: bytes = b""
+
+    async def spawn(self, spec: DeploymentSpec, folder: Path) -> None:
+        import ray
+
+        options = ["--name", spec.name, *_options(self.generation)]
+        host = ray.remote(ReplicaHost).options(
+            num_cpus=float((spec.sandbox or {}).get("cpus") or 1),
+            max_concurrency=4,
+            scheduling_strategy="SPREAD",
+        )
+        actor = host.remote(folder.name, self.id)
+        self.token = secrets.token_urlsafe(32).encode()
+        files = await asyncio.to_thread(model_files, self.generation[0])
+        try:
+            self.host, self.port, pid = await actor.start.remote(
+                files, options, self.token.decode(), spec.sandbox
+            )
+        except ray.exceptions.RayError as exc:
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+            raise OSError(f"Ray could not start it: {type(exc).__name__}") from exc
+        self.process = RayProcess(actor, pid)  # type: ignore[assignment]
+
+    async def exchange(self, request: Message, *, count: bool = True) -> Message:
+        headers = [(k, v) for k, v in request.headers if k != TOKEN_HEADER]
+        signed = Message(request.start, [*headers, (TOKEN_HEADER, self.token)], request.body,
+                         request.keep_alive)  # fmt: skip
+        return await super().exchange(signed, count=count)
+
+    async def _connect(self) -> Connection:
+        from loom.serving.http1 import MessageReader
+
+        try:
+            reader, writer = await asyncio.open_connection(self.host, self.port, limit=2**20)
+            return MessageReader(reader, max_body=MAX_RESPONSE), writer
+        except OSError as exc:
+            raise ReplicaGone(_why(exc)) from exc
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        await super().stop(grace_s)
+        process = self.process
+        if isinstance(process, RayProcess):
+            process.kill()
+
+    def last_lines(self, count: int = 5) -> str:
+        process = self.process
+        if not isinstance(process, RayProcess):
+            return ""
+        try:
+            import ray
+
+            return str(ray.get(process.actor.last_lines.remote(count), timeout=5))
+        except Exception:
+            return "(its node is gone)"
+
+
+def _options(generation: tuple[str, str, int, float]) -> list[str]:
+    _model, version, batch_size, batch_wait_ms = generation
+    return ["--version", version, "--batch-size", str(batch_size),
+            "--batch-wait-ms", str(batch_wait_ms), "--behind-gateway"]  # fmt: skip
+
+
+def connect(address: str, namespace: str) -> None:
+    """The gateway joins the cluster (as a driver); its replicas' actors end with it."""
+    import logging
+
+    import ray
+
+    ray.init(address=address, namespace=namespace, log_to_driver=False,
+             logging_level=logging.WARNING, configure_logging=False)  # fmt: skip
