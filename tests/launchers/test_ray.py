@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loom.client import LoomClient
+from loom.client import ClientError, LoomClient
 from tests.conftest import (
     ROOT,
     Server,
@@ -131,6 +131,47 @@ def test_platform_killed_mid_job_reattaches(tmp_path: Path, cluster: RayCluster)
         assert sorted(lines) == sorted(expected)  # each once
     finally:
         server.stop()
+
+
+def test_halt_resume_delete_and_an_environment(platform: Server, cluster: RayCluster) -> None:
+    """On Ray as on one machine: a job in its own environment (built on each node, in that
+    node's scratch folder) halts, resumes from its checkpoint, completes, and is deleted."""
+    script = (
+        "import os, time, tabulate\n"
+        "from pathlib import Path\n"
+        "ckpt = Path(os.environ['CHECKPOINT_DIR']) / f\"rank-{os.environ['RANK']}\"\n"
+        "step = int(ckpt.read_text()) if ckpt.exists() else 0\n"
+        "print(f'tabulate {tabulate.__version__} from {step}', flush=True)\n"
+        "while step < 30:\n"
+        "    step += 1\n"
+        "    ckpt.write_text(str(step))\n"
+        "    print(f'step {step}', flush=True)\n"
+        "    time.sleep(0.3)\n"
+    )
+    text = manifest(
+        "python envjob.py",
+        learners=2,
+        cpus=1,
+        environment="{pip: [tabulate==0.8.10]}",
+        framework_options="{placement: strict_spread}",
+    )
+    with platform.client() as client:
+        job_id = client.submit(text, make_zip({"envjob.py": script}))
+        eventually(lambda: "step 6" in [x["line"] for x in lines_of(client, job_id)], timeout=120)
+        client.halt(job_id)
+        assert wait_for_state(client, job_id, FINAL, timeout=60)["state"] == "HALTED"
+        for node in ("head", "worker"):  # built on each node; the job's folders go (soon)
+            assert list((cluster.scratch(node) / "environments").glob("*/loom-env.json"))
+            eventually(lambda n=node: not (cluster.scratch(n) / "jobs" / job_id).exists())
+        client.resume(job_id)
+        job = wait_for_state(client, job_id, FINAL, timeout=120)
+        assert job["state"] == "COMPLETED", job
+        starts = [x["line"] for x in lines_of(client, job_id) if x["line"].startswith("tabulate")]
+        assert starts[:2] == ["tabulate 0.8.10 from 0"] * 2
+        assert all(int(line.split()[-1]) > 0 for line in starts[2:]) and len(starts) == 4
+        client.delete(job_id)
+        with pytest.raises(ClientError):
+            client.job(job_id)
 
 
 STEPPER = (
