@@ -19,6 +19,7 @@ from tests.conftest import (
     make_zip,
     manifest,
     register,
+    stop_deployments,
     wait_for_state,
 )
 from tests.launchers.ray_cluster import RayCluster
@@ -43,11 +44,13 @@ def on_ray(home: Path, cluster: RayCluster) -> Server:
     ).start()
 
 
-@pytest.fixture
-def platform(tmp_path: Path, cluster: RayCluster) -> Iterator[Server]:
-    server = on_ray(tmp_path / "home", cluster)
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory, cluster: RayCluster) -> Iterator[Server]:
+    """One platform on the cluster for the tests that do not kill it."""
+    server = on_ray(tmp_path_factory.mktemp("platform") / "home", cluster)
     yield server
     server.stop()
+    stop_deployments(server.home)
 
 
 def lines_of(client: LoomClient, job_id: str) -> list[dict[str, object]]:
