@@ -52,6 +52,7 @@ class RayCluster:
             "start",
             "--node-ip-address=127.0.0.1",
             f"--num-cpus={self.cpus}",
+            "--num-gpus=1",  # declared, not real: what Ray hands out is what is tested
             "--object-store-memory=80000000",
             f"--temp-dir={temp}",
             "--disable-usage-stats",

@@ -62,9 +62,22 @@ def test_capacity_is_the_clusters(platform: Server) -> None:
     with platform.client() as client:
         found = client.capacity()
     assert found["launcher"] == "ray"
-    assert found["capacity"]["cpus"] == 4.0
+    assert (found["capacity"]["cpus"], found["capacity"]["gpus"]) == (4.0, 2)
     assert len(found["nodes"]) == 2
     assert all(node["alive"] and node["cpus"] == 2.0 for node in found["nodes"])
+
+
+def test_a_learner_sees_the_gpu_ray_gave_it(platform: Server) -> None:
+    """Each learner's CUDA_VISIBLE_DEVICES is the GPU Ray gave its actor on its node (the
+    nodes' one GPU is each node's device 0), not a number counted over the cluster."""
+    script = "import os\nprint(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['GPU_COUNT'])\n"
+    text = manifest(
+        "python gpu.py", learners=2, cpus=1, gpus=1, framework_options="{placement: strict_spread}"
+    )
+    with platform.client() as client:
+        job_id = client.submit(text, make_zip({"gpu.py": script}))
+        assert wait_for_state(client, job_id, FINAL, timeout=60)["state"] == "COMPLETED"
+        assert [x["line"] for x in lines_of(client, job_id)] == ["0 1", "0 1"]
 
 
 def test_a_gang_no_nodes_can_hold_is_refused(platform: Server) -> None:
