@@ -20,9 +20,10 @@ import pytest
 from loom.client import LoomClient
 from loom.store import users as user_rows
 from loom.store.db import Database
-from tests.conftest import Server, eventually, make_zip, manifest, wait_for_state
+from tests.conftest import Server, database_free, eventually, make_zip, manifest, wait_for_state
 
-pytestmark = pytest.mark.integration
+# What moves is files; the database (SQLite or PostgreSQL) plays no part in it.
+pytestmark = [pytest.mark.integration, database_free]
 
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
 
