@@ -335,3 +335,20 @@ def test_dynamic_batching_answers_each_request_its_own_rows(models: Path) -> Non
     assert float(counts['loom_inference_batch_size_sum{model="digits"}']) == 48  # samples
     assert float(counts['loom_inference_duration_seconds_count{model="digits"}']) == 24
     assert float(counts['loom_inference_inflight_requests{model="digits"}']) == 0
+
+
+def test_a_replica_with_a_secret_answers_its_gateway_only() -> None:
+    """A replica on a cluster node (reachable by anyone on the network) answers only requests
+    carrying the secret its gateway drew for it."""
+    from starlette.testclient import TestClient
+
+    from loom.serving.dataplane import DataPlane
+    from loom.serving.rest import TOKEN_HEADER, build_app, require_token
+
+    header = TOKEN_HEADER.decode()
+    with TestClient(require_token(build_app(DataPlane()), "s3cret")) as client:
+        refused = client.get("/v2/health/live")
+        assert refused.status_code == 403 and "gateway" in refused.json()["error"]
+        assert client.get("/v2/health/live", headers={header: "wrong"}).status_code == 403
+        answered = client.get("/v2/health/live", headers={header: "s3cret"})
+        assert answered.json() == {"live": True}

@@ -46,6 +46,7 @@ class ReplicaHost:
     def __init__(self, deployment: str, replica: int) -> None:
         self.folder = node_scratch() / "serving" / deployment / f"replica-{replica}"
         self.process: subprocess.Popen[bytes] | None = None
+        self.group: Any = None  # its cgroup, when confined
 
     def start(
         self,
@@ -71,7 +72,7 @@ class ReplicaHost:
             (self.folder / "run").mkdir(exist_ok=True)
             confined.prepare(model)
             name = f"serve-{self.folder.parent.name}-{self.folder.name}"
-            command, _group, before_exec = confined.start(name, command, model)
+            command, self.group, before_exec = confined.start(name, command, model)
             env["HOME"] = "/tmp"
         with (self.folder / "replica.log").open("ab") as out:
             self.process = subprocess.Popen(
@@ -98,7 +99,11 @@ class ReplicaHost:
         return " | ".join(lines[-count:])
 
     def clean(self) -> None:
+        """The replica is over: whatever it left running, its cgroup and its folder go."""
         self.signal(signal.SIGKILL)
+        if self.group is not None:
+            with contextlib.suppress(Exception):
+                self.group.remove()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -125,10 +130,15 @@ class RayProcess:
         self.actor.signal.remote(int(sig))
 
     def kill(self) -> None:
+        self.actor.signal.remote(int(signal.SIGKILL))
+
+    async def end(self) -> None:
+        """Clean the replica's node, then end its actor (which frees its CPU)."""
         import ray
 
         with contextlib.suppress(Exception):
-            self.actor.clean.remote()
+            await asyncio.wait_for(self.actor.clean.remote(), 10.0)
+        with contextlib.suppress(Exception):
             ray.kill(self.actor, no_restart=True)
 
 
@@ -145,7 +155,7 @@ class RayReplica(Replica):
         options = ["--name", spec.name, *_options(self.generation)]
         host = ray.remote(ReplicaHost).options(
             num_cpus=float((spec.sandbox or {}).get("cpus") or 1),
-            max_concurrency=4,
+            max_concurrency=8,  # `wait` holds one thread for the replica's life
             scheduling_strategy="SPREAD",
         )
         actor = host.remote(folder.name, self.id)
@@ -180,7 +190,7 @@ class RayReplica(Replica):
         await super().stop(grace_s)
         process = self.process
         if isinstance(process, RayProcess):
-            process.kill()
+            await process.end()
 
     def last_lines(self, count: int = 5) -> str:
         process = self.process
