@@ -2,9 +2,13 @@
 
 The digits example (`examples/digits-pytorch/train.py`, gloo on CPU) with 2 ranks: wall time
 from submission (or from starting torchrun) to the end, and to both ranks running (each rank's
-first line), median of N runs, alternating the two.
+first line), median of N runs, alternating the systems:
+  - on this machine: torchrun --nproc_per_node=2 beside Loom's local launcher,
+  - on two nodes: torchrun as two nodes (one agent a node, `--nnodes=2 --node_rank=R`, both here)
+    beside Loom with LOOM_LAUNCHER=ray on a two-node Ray cluster (see ray_cluster.py), its
+    learners placed `strict_spread` (one a node, each node with the learner's one CPU).
 
-    python bench/ddp.py [--runs 3] [--epochs 40]
+    python bench/ddp.py [--runs 3] [--epochs 40] [--no-cluster]
 """
 
 from __future__ import annotations
@@ -16,82 +20,121 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest import start_loom
-from peers import table
+from peers import free_port, table
+from ray_cluster import QUIET, RayCluster
 
+from loom.client import LoomClient
 from loom.client.archive import zip_folder
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits-pytorch"
+TORCHRUN_1, LOOM_LOCAL = "torchrun --nproc_per_node=2", "Loom, 2 learners (local launcher)"
+TORCHRUN_2 = "torchrun --nnodes=2 --nproc_per_node=1"
+LOOM_RAY = "Loom, 2 learners (Ray launcher, strict_spread)"
+BESIDE = {LOOM_LOCAL: TORCHRUN_1, LOOM_RAY: TORCHRUN_2}
+WHERE = {TORCHRUN_1: "this machine", LOOM_LOCAL: "this machine",
+         TORCHRUN_2: "2 nodes, both here", LOOM_RAY: "2-node Ray cluster"}  # fmt: skip
 
 
-def torchrun(epochs: int) -> tuple[float, float]:
+def torchrun(epochs: int, nodes: int = 1) -> tuple[float, float]:
+    """torchrun on one node (two ranks), or as two nodes (an agent and a rank each)."""
     work = Path(tempfile.mkdtemp(prefix="torchrun-"))
     env = {**os.environ, "CHECKPOINT_DIR": str(work / "ckpt"), "RESULT_DIR": str(work / "out")}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-               str(EXAMPLE / "train.py"), "--epochs", str(epochs)]  # fmt: skip
+    script = [str(EXAMPLE / "train.py"), "--epochs", str(epochs)]
+    run = [sys.executable, "-m", "torch.distributed.run"]
+    if nodes == 1:
+        commands = [[*run, "--nproc_per_node=2", *script]]
+    else:
+        rendezvous = ["--nnodes=2", "--nproc_per_node=1", "--master_addr=127.0.0.1",
+                      f"--master_port={free_port()}"]  # fmt: skip
+        commands = [[*run, *rendezvous, f"--node_rank={r}", *script] for r in range(nodes)]
+    reading, writing = os.pipe()  # every agent's ranks write to one pipe, read here
     began = time.perf_counter()
-    child = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    assert child.stdout is not None
+    children = [
+        subprocess.Popen(command, env=env, stdout=writing, stderr=subprocess.DEVNULL)
+        for command in commands
+    ]
+    os.close(writing)
     ranks: dict[str, float] = {}
-    for line in child.stdout:
-        for rank in ("0", "1"):
-            if line.startswith(f"rank {rank}/") and rank not in ranks:
-                ranks[rank] = time.perf_counter() - began
-    code = child.wait()
-    assert code == 0, f"torchrun exited with {code}"
+    with os.fdopen(reading) as lines:
+        for line in lines:
+            for rank in ("0", "1"):
+                if line.startswith(f"rank {rank}/") and rank not in ranks:
+                    ranks[rank] = time.perf_counter() - began
+    codes = [child.wait() for child in children]
+    assert codes == [0] * len(children), f"torchrun exited with {codes}"
     return max(ranks.values()), time.perf_counter() - began
 
 
-def loom(client: object, home: Path, epochs: int) -> tuple[float, float]:
-    from loom.client import LoomClient
-
-    assert isinstance(client, LoomClient)
+def loom(client: LoomClient, epochs: int, options: str = "") -> tuple[float, float]:
     manifest = (EXAMPLE / "manifest.yml").read_text().replace("--epochs 15", f"--epochs {epochs}")
     code = zip_folder(EXAMPLE)
     began = time.perf_counter()
-    job_id = client.submit(manifest, code)
+    job_id = client.submit(manifest + options, code)
     ranks: dict[int, float] = {}
     for kind, data in client.follow(job_id):
         if kind == "line" and data["learner"] not in ranks:
             ranks[data["learner"]] = time.perf_counter() - began
     done = time.perf_counter() - began
-    assert client.job(job_id)["state"] == "COMPLETED"
+    assert client.job(job_id)["state"] == "COMPLETED", client.job(job_id)
     return max(ranks.values()), done
+
+
+def platform(stack: ExitStack, **env: str) -> LoomClient:
+    """A Loom server with these settings, stopped when `stack` closes."""
+    server, client, _ = start_loom(**env)
+    stack.callback(server.wait, timeout=30)
+    stack.callback(server.terminate)
+    stack.callback(client.close)
+    return client
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=40)
+    parser.add_argument(
+        "--no-cluster", action="store_true", help="skip the rows on a two-node Ray cluster"
+    )
     args = parser.parse_args()
-    server, client, home = start_loom()
-    results: dict[str, list[tuple[float, float]]] = {"torchrun": [], "loom": []}
-    try:
-        loom(client, home, 2)  # warm-up: the platform's first job pays for its imports
+    with ExitStack() as stack:
+        local = platform(stack)
+        systems = {
+            TORCHRUN_1: lambda: torchrun(args.epochs),
+            LOOM_LOCAL: lambda: loom(local, args.epochs),
+        }
+        loom(local, 2)  # warm-up: the platform's first job pays for its imports
+        if not args.no_cluster:
+            # Each node has the one CPU a learner asks for: a learner has its node to itself.
+            cluster = stack.enter_context(RayCluster(cpus=1))
+            on_ray = platform(stack, LOOM_LAUNCHER="ray", LOOM_RAY_ADDRESS=cluster.address, **QUIET)
+            spread = "framework_options: {placement: strict_spread}\n"
+            systems[TORCHRUN_2] = lambda: torchrun(args.epochs, nodes=2)
+            systems[LOOM_RAY] = lambda: loom(on_ray, args.epochs, spread)
+            loom(on_ray, 2, spread)  # warm-up, as for the local platform
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in systems}
         for _ in range(args.runs):
-            results["torchrun"].append(torchrun(args.epochs))
-            results["loom"].append(loom(client, home, args.epochs))
-    finally:
-        client.close()
-        server.terminate()
-        server.wait(timeout=30)
-    median = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
-              for k, v in results.items()}  # fmt: skip
+            for name, run in systems.items():
+                results[name].append(run())
+    median = {name: (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+              for name, runs in results.items()}  # fmt: skip
     rows = [
-        ["torchrun --nproc_per_node=2", f"{median['torchrun'][0]:.2f}",
-         f"{median['torchrun'][1]:.2f}", "1.000"],
-        ["Loom, 2 learners (local launcher)", f"{median['loom'][0]:.2f}",
-         f"{median['loom'][1]:.2f}", f"{median['loom'][1] / median['torchrun'][1]:.3f}"],
+        [name, WHERE[name], f"{first:.2f}", f"{done:.2f}",
+         f"{done / median[BESIDE.get(name, name)][1]:.3f}"]
+        for name, (first, done) in median.items()
     ]  # fmt: skip
-    header = ["system", "start→both ranks running (s)", "start→done (s)", "wall-time ratio"]
+    header = ["system", "where", "start→both ranks running (s)", "start→done (s)",
+              "÷ torchrun, same nodes"]  # fmt: skip
     title = f"2-rank DDP, digits CNN, {args.epochs} epochs (median of {args.runs})"
     print(table(title, header, rows))
+    if LOOM_RAY in median:
+        ratio = median[LOOM_RAY][1] / median[TORCHRUN_2][1]
+        print(f"\nLoom on the 2-node Ray cluster ÷ torchrun on 2 nodes: {ratio:.3f} (aim ≤ 1.10)")
 
 
 if __name__ == "__main__":

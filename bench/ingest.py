@@ -28,7 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/
 
-from peers import table
+from peers import free_port, table
 from tools.pgtemp import TempPostgres
 
 from loom.client import ClientError, LoomClient
@@ -37,18 +37,23 @@ from loom.client.archive import zip_folder
 BATCH = 20_000
 
 
-def start_loom(database_url: str | None) -> tuple[subprocess.Popen[bytes], LoomClient, Path]:
-    home = Path(tempfile.mkdtemp(prefix="loom-ingest-"))
-    port = 8900 + os.getpid() % 90 + (1 if database_url else 0)
-    env = {**os.environ, "LOOM_HOME": str(home)}
+def start_loom(
+    database_url: str | None = None, **env: str
+) -> tuple[subprocess.Popen[bytes], LoomClient, Path]:
+    """A platform of its own (`LOOM_HOME` a new folder, its output in `server.log` there),
+    with these variables (`LOOM_*` settings) added to its environment."""
+    home = Path(tempfile.mkdtemp(prefix="loom-bench-"))
+    port = free_port()
+    environ = {**os.environ, **env, "LOOM_HOME": str(home)}
     if database_url:
-        env["LOOM_DATABASE_URL"] = database_url
-    server = subprocess.Popen(
-        [sys.executable, "-m", "loom.api", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+        environ["LOOM_DATABASE_URL"] = database_url
+    with (home / "server.log").open("wb") as log:  # the child keeps its own copy
+        server = subprocess.Popen(
+            [sys.executable, "-m", "loom.api", "--port", str(port)],
+            env=environ,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -56,7 +61,12 @@ def start_loom(database_url: str | None) -> tuple[subprocess.Popen[bytes], LoomC
                 probe.health()
             break
         except ClientError:
+            if server.poll() is not None:
+                raise SystemExit("the Loom server exited") from None
             time.sleep(0.1)
+    else:
+        server.terminate()
+        raise SystemExit("the Loom server did not start")
     return server, LoomClient(url, (home / "token").read_text().strip()), home
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,13 @@ def peer_python(name: str, packages: list[str]) -> Path:
     )
     stamp.write_text(wanted)
     return python
+
+
+def free_port() -> int:
+    """A port free on this machine now, for a server a benchmark starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def table(title: str, header: list[str], rows: list[list[str]]) -> str:
