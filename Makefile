@@ -54,7 +54,7 @@ unit: $(VENV)/.test-installed
 
 # Everything on SQLite, then the API, store, lifecycle and TDS tests again on PostgreSQL.
 test: lint check-types sandbox-tools postgres-tools
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=15
 	LOOM_TEST_DB=postgres $(BIN)/pytest -m "not postgres" tests/api tests/store tests/lifecycle tests/tds
 
 # Known vulnerabilities in what is installed. Where PyPI's JSON API and osv.dev cannot be reached,
