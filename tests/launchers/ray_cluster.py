@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,6 @@ from tests.conftest import free_port, processes_with
 RAY = str(Path(sys.executable).parent / "ray")
 QUIET = {
     "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_AUTH_MODE": "disabled",
     "RAY_health_check_initial_delay_ms": "0",
     "RAY_health_check_period_ms": "500",
     "RAY_health_check_timeout_ms": "500",
@@ -40,12 +40,16 @@ class RayCluster:
         self.cpus = cpus
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.client_address = f"ray://127.0.0.1:{free_port()}"  # Ray Client's proxy
+        # Token authentication, as a multi-user platform needs it: the nodes, the platform and
+        # its gateways hold the token; a learner's allow-listed environment does not.
+        self.env = {**QUIET, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
     def scratch(self, node: str) -> Path:
         return self.root / f"scratch-{node}"
 
     def _start(self, node: str, *args: str) -> None:
-        env = {**os.environ, **QUIET, "LOOM_NODE_SCRATCH_DIR": str(self.scratch(node))}
+        env = {**os.environ, **self.env, "LOOM_NODE_SCRATCH_DIR": str(self.scratch(node))}
         temp = self.temp / node
         command = [
             RAY,
@@ -65,8 +69,15 @@ class RayCluster:
             raise RuntimeError(f"ray start ({node}) failed:\n{done.stdout}\n{done.stderr}")
 
     def start(self) -> RayCluster:
-        os.environ.update(QUIET)  # the platform's driver, started by the tests, reads them too
-        self._start("head", "--head", f"--port={self.port}", "--include-dashboard=false")
+        os.environ.update(self.env)  # the platform's driver, started by the tests, reads them
+        client_port = self.client_address.rsplit(":", 1)[1]
+        self._start(
+            "head",
+            "--head",
+            f"--port={self.port}",
+            f"--ray-client-server-port={client_port}",
+            "--include-dashboard=false",
+        )
         self.start_worker()
         return self
 
@@ -83,7 +94,7 @@ class RayCluster:
             [sys.executable, "-c", script],
             capture_output=True,
             text=True,
-            env={**os.environ, **QUIET},
+            env={**os.environ, **self.env},
             timeout=60,
             check=False,
         )
@@ -125,3 +136,5 @@ class RayCluster:
                 process.kill()
         psutil.wait_procs(list(found), timeout=10)
         shutil.rmtree(self.temp, ignore_errors=True)
+        for name in self.env:
+            os.environ.pop(name, None)

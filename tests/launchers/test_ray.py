@@ -67,6 +67,37 @@ def test_capacity_is_the_clusters(platform: Server) -> None:
     assert all(node["alive"] and node["cpus"] == 2.0 for node in found["nodes"])
 
 
+JOIN = (
+    "import os, sys, ray\n"
+    "print('token in my environment:', 'RAY_AUTH_TOKEN' in os.environ, flush=True)\n"
+    "try:\n"
+    "    ray.init(sys.argv[1], log_to_driver=False)\n"
+    "    @ray.remote(num_cpus=0)\n"
+    "    def whoami():\n"
+    "        return os.getuid()\n"
+    "    print('ran on the cluster as uid', ray.get(whoami.remote(), timeout=30), flush=True)\n"
+    "except Exception as exc:\n"
+    "    print('refused:', type(exc).__name__, flush=True)\n"
+)
+
+
+def test_a_learner_cannot_run_tasks_on_the_cluster(platform: Server, cluster: RayCluster) -> None:
+    """A learner's sandbox shares the network, and Loom's Python has Ray: without the cluster's
+    token (which its allow-listed environment does not hold) Ray refuses it, so it cannot run
+    code on the nodes with Ray's rights, outside its sandbox. Without token authentication it
+    could (a task ran as root), and the platform then serves one user only."""
+    text = manifest(f"python join.py {cluster.client_address}", cpus=1)
+    with platform.client() as client:
+        job_id = client.submit(text, make_zip({"join.py": JOIN}))
+        wait_for_state(client, job_id, FINAL, timeout=120)
+        said = [str(x["line"]) for x in lines_of(client, job_id)]
+        isolation = client.capacity()["isolation"]
+    assert "token in my environment: False" in said, said
+    assert any(line.startswith("refused:") for line in said), said
+    assert not any(line.startswith("ran on the cluster") for line in said), said
+    assert isolation["confined"] and not isolation["single_user"], said
+
+
 def test_a_learner_sees_the_gpu_ray_gave_it(platform: Server) -> None:
     """Each learner's CUDA_VISIBLE_DEVICES is the GPU Ray gave its actor on its node (the
     nodes' one GPU is each node's device 0), not a number counted over the cluster."""

@@ -13,7 +13,7 @@ from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
 from loom.launchers.base import Launcher
 from loom.launchers.confinement import SandboxPolicy
-from loom.lifecycle.isolation import Isolation, decide, sandbox_policy
+from loom.lifecycle.isolation import Isolation, decide, sandbox_policy, with_launcher
 from loom.lifecycle.leadership import Leadership
 from loom.lifecycle.manager import LifecycleManager
 from loom.observability import PlatformMetrics
@@ -138,13 +138,6 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     keys = sealed.open_keys(db, settings.secret_keys, settings.secret_key_file)
     bootstrap_admin(db, settings)
     isolation = decide(settings)
-    if isolation.single_user:
-        with db.session() as session:
-            if len(user_rows.list_users(session)) > 1:
-                raise PlatformError(
-                    f"this database has several users, but {isolation.description}: set "
-                    "LOOM_ISOLATION=off to serve them anyway, or run where jobs can be sandboxed"
-                )
     policy = sandbox_policy(settings, isolation)
     artifacts = ArtifactStore(
         settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
@@ -155,6 +148,14 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     )
     registry = ModelRegistry(db, artifacts)
     launcher = launcher or make_launcher(settings, policy)
+    isolation = with_launcher(isolation, settings, launcher)
+    if isolation.single_user:
+        with db.session() as session:
+            if len(user_rows.list_users(session)) > 1:
+                raise PlatformError(
+                    f"this database has several users, but {isolation.description}: set "
+                    "LOOM_ISOLATION=off to serve them anyway, or run where jobs can be sandboxed"
+                )
     lifecycle = LifecycleManager(settings, db, launcher, artifacts, tds, keys, registry, observed)
     tls = Tls(*(str(path) for path in settings.tls)) if settings.tls else None
     ray = (settings.ray_address, settings.ray_namespace) if settings.launcher == "ray" else None

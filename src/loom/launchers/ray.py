@@ -77,6 +77,16 @@ class RayLauncher:
                 configure_logging=False,
             )
         self._ray = ray
+        # Without token authentication, anything that reaches the cluster's ports (a learner
+        # too: its sandbox shares the network) may run tasks there with Ray's rights.
+        self.open_to_jobs = (
+            None
+            if _token_auth()
+            else (
+                f"the Ray cluster at {address} runs anyone's tasks (no token authentication: start "
+                "it, and the platform, with RAY_AUTH_MODE=token and the cluster's RAY_AUTH_TOKEN)"
+            )
+        )
         self.sandbox = sandbox or SandboxPolicy()
         self.place_timeout_s = place_timeout_s
         self._host = ray.remote(LearnerHost)
@@ -343,6 +353,15 @@ class RayLauncher:
         for thread in pending:
             thread.join(timeout=30.0)
         self._ray.shutdown()
+
+
+def _token_auth() -> bool:
+    """Whether this driver (and so the cluster it joined) uses Ray's token authentication."""
+    try:
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+    except ImportError:  # a private module: without it, assume the worst
+        return False
+    return bool(is_token_auth_enabled())
 
 
 def handle_of(learner: LearnerLaunch) -> str:

@@ -63,6 +63,25 @@ def decide(settings: Settings, support: Support | None = None) -> Isolation:
     )
 
 
+def with_launcher(isolation: Isolation, settings: Settings, launcher: object) -> Isolation:
+    """A sandbox holds only where nothing outside it takes a job's orders: a cluster engine
+    that runs anyone's tasks (Ray without token authentication) would run a learner's code
+    with the engine's rights. Such a platform serves one user only, as one that cannot
+    sandbox; with LOOM_ISOLATION=sandbox it refuses to start."""
+    why = getattr(launcher, "open_to_jobs", None)
+    if not isolation.confined or not why:
+        return isolation
+    if settings.isolation == "sandbox":
+        raise PlatformError(f"LOOM_ISOLATION=sandbox, but {why}")
+    return Isolation(
+        False,
+        f"{why}; a job could run code there outside its sandbox",
+        single_user=True,
+        cgroups=isolation.cgroups,
+        bwrap=isolation.bwrap,
+    )
+
+
 def sandbox_policy(settings: Settings, isolation: Isolation) -> SandboxPolicy:
     return SandboxPolicy(
         bwrap=isolation.bwrap if isolation.confined else None,
