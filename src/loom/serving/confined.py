@@ -10,11 +10,39 @@ of the platform's home.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loom.sandbox import bwrap, cgroups
 from loom.sandbox.runner import identity_files, make_cgroup, own
+from loom.serving.environment import serving_env
+from loom.serving.spec import SOCKETS
+
+
+@dataclass(frozen=True)
+class Start:
+    """How to start one replica: its argv, cgroup, what its child does before exec, its env."""
+
+    command: list[str]
+    group: cgroups.Cgroup | None
+    before_exec: Callable[[], None] | None
+    env: dict[str, str]
+
+
+def confine(
+    section: dict[str, Any] | None, folder: Path, name: str, command: list[str], model_dir: Path
+) -> Start:
+    """A replica's start, confined as the deployment's `sandbox` section says (as it is when
+    the section is None): in `folder` (its working folder, with the `run/` socket folder)."""
+    env = serving_env()
+    if section is None:
+        return Start(command, None, None, env)
+    sandbox = ReplicaSandbox(section, folder, SOCKETS)
+    (folder / SOCKETS).mkdir(exist_ok=True)
+    sandbox.prepare(model_dir)
+    argv, group, before_exec = sandbox.start(name, command, model_dir)
+    return Start(argv, group, before_exec, {**env, "HOME": "/tmp"})
 
 
 class ReplicaSandbox:

@@ -268,7 +268,7 @@ class Gateway:
             else f"was not ready within {self.spec.ready_timeout_s:g} s"
         )
         await replica.stop()
-        self._failed(replica, f"replica {replica.id} {reason}: {replica.last_lines()}")
+        self._failed(replica, f"replica {replica.id} {reason}: {await replica.last_lines()}")
 
     async def _watch(self, replica: Replica) -> None:
         """A ready replica that dies is removed, and the next reconcile replaces it; one that

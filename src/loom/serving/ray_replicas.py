@@ -21,11 +21,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loom.launchers.ray_node import free_ports, node_address, node_scratch
-from loom.serving.confined import ReplicaSandbox
-from loom.serving.environment import serving_env
+from loom.launchers.ray_node import node_address, node_scratch
+from loom.serving.confined import confine
 from loom.serving.http1 import Message
-from loom.serving.replicas import MAX_RESPONSE, Connection, Replica, ReplicaGone, _why
+from loom.serving.replicas import (
+    MAX_RESPONSE,
+    Connection,
+    Replica,
+    ReplicaGone,
+    _why,
+    free_port,
+    replica_options,
+    tail,
+)
 from loom.serving.rest import TOKEN_ENV, TOKEN_HEADER
 from loom.serving.spec import DeploymentSpec
 
@@ -62,23 +70,18 @@ class ReplicaHost:
             target = model / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        host, port = node_address(), free_ports(1)[0]
+        host = node_address()
+        port = free_port(host)
         command = [sys.executable, "-m", "loom.serving", str(model), "--host", host,
                    "--port", str(port), *options]  # fmt: skip
-        env = {**serving_env(), TOKEN_ENV: token}
-        before_exec = None
-        if sandbox is not None:
-            confined = ReplicaSandbox(sandbox, self.folder, "run")
-            (self.folder / "run").mkdir(exist_ok=True)
-            confined.prepare(model)
-            name = f"serve-{self.folder.parent.name}-{self.folder.name}"
-            command, self.group, before_exec = confined.start(name, command, model)
-            env["HOME"] = "/tmp"
+        name = f"serve-{self.folder.parent.name}-{self.folder.name}"
+        start = confine(sandbox, self.folder, name, command, model)
+        self.group = start.group
         with (self.folder / "replica.log").open("ab") as out:
             self.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.folder, env=env, start_new_session=True,
-                preexec_fn=before_exec,  # noqa: PLW1509 (joins the replica's cgroup)
+                start.command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.folder, env={**start.env, TOKEN_ENV: token}, start_new_session=True,
+                preexec_fn=start.before_exec,  # noqa: PLW1509 (joins the replica's cgroup)
             )  # fmt: skip
         return host, port, self.process.pid
 
@@ -92,11 +95,7 @@ class ReplicaHost:
                 os.killpg(self.process.pid, sig)
 
     def last_lines(self, count: int) -> str:
-        try:
-            lines = (self.folder / "replica.log").read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return " | ".join(lines[-count:])
+        return tail(self.folder / "replica.log", count)
 
     def clean(self) -> None:
         """The replica is over: whatever it left running, its cgroup and its folder go."""
@@ -152,7 +151,7 @@ class RayReplica(Replica):
     async def spawn(self, spec: DeploymentSpec, folder: Path) -> None:
         import ray
 
-        options = ["--name", spec.name, *_options(self.generation)]
+        options = replica_options(spec, self.generation)
         host = ray.remote(ReplicaHost).options(
             num_cpus=float((spec.sandbox or {}).get("cpus") or 1),
             max_concurrency=8,  # `wait` holds one thread for the replica's life
@@ -192,22 +191,15 @@ class RayReplica(Replica):
         if isinstance(process, RayProcess):
             await process.end()
 
-    def last_lines(self, count: int = 5) -> str:
+    async def last_lines(self, count: int = 5) -> str:
+        """From its node, without holding up the gateway's loop."""
         process = self.process
         if not isinstance(process, RayProcess):
             return ""
         try:
-            import ray
-
-            return str(ray.get(process.actor.last_lines.remote(count), timeout=5))
-        except Exception:
+            return str(await asyncio.wait_for(process.actor.last_lines.remote(count), 5.0))
+        except Exception:  # its node (or its actor) is gone
             return "(its node is gone)"
-
-
-def _options(generation: tuple[str, str, int, float]) -> list[str]:
-    _model, version, batch_size, batch_wait_ms = generation
-    return ["--version", version, "--batch-size", str(batch_size),
-            "--batch-wait-ms", str(batch_wait_ms), "--behind-gateway"]  # fmt: skip
 
 
 def connect(address: str, namespace: str) -> None:

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loom.sandbox.cgroups import Cgroup
-from loom.serving.confined import ReplicaSandbox
-from loom.serving.environment import serving_env
+from loom.serving.confined import confine
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_request
 from loom.serving.spec import SOCKETS, DeploymentSpec
 
@@ -60,25 +59,25 @@ def private_sockets(folder: Path) -> None:
 def replica_command(
     spec: DeploymentSpec, generation: tuple[str, str, int, float], uds: str
 ) -> list[str]:
-    """The command line of one replica: the only place it is built."""
-    model_dir, version, batch_size, batch_wait_ms = generation
-    return [
-        sys.executable,
-        "-m",
-        "loom.serving",
-        model_dir,
-        "--name",
-        spec.name,
-        "--version",
-        version,
-        "--uds",
-        uds,
-        "--batch-size",
-        str(batch_size),
-        "--batch-wait-ms",
-        str(batch_wait_ms),
-        "--behind-gateway",
-    ]
+    """The command line of one replica on this machine."""
+    return [sys.executable, "-m", "loom.serving", generation[0], "--uds", uds,
+            *replica_options(spec, generation)]  # fmt: skip
+
+
+def replica_options(spec: DeploymentSpec, generation: tuple[str, str, int, float]) -> list[str]:
+    """What a replica serves and how, wherever it runs and listens: the only place it is said."""
+    _model_dir, version, batch_size, batch_wait_ms = generation
+    return ["--name", spec.name, "--version", version, "--batch-size", str(batch_size),
+            "--batch-wait-ms", str(batch_wait_ms), "--behind-gateway"]  # fmt: skip
+
+
+def tail(log: Path, count: int) -> str:
+    """A replica log's last lines, on one line."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(lines[-count:])
 
 
 def generation(spec: DeploymentSpec) -> tuple[str, str, int, float]:
@@ -112,25 +111,19 @@ class Replica:
     async def spawn(self, spec: DeploymentSpec, folder: Path) -> None:
         """Start the replica, in its sandbox when the spec asks for one."""
         command = replica_command(spec, self.generation, self.socket)
-        before_exec = None
-        env = serving_env()
-        if spec.sandbox is not None:
-            sandbox = ReplicaSandbox(spec.sandbox, folder, SOCKETS)
-            model_dir = Path(self.generation[0])
-            sandbox.prepare(model_dir)
-            name = f"serve-{folder.name}-r{self.id}"
-            command, self.group, before_exec = sandbox.start(name, command, model_dir)
-            env["HOME"] = "/tmp"
+        name = f"serve-{folder.name}-r{self.id}"
+        start = confine(spec.sandbox, folder, name, command, Path(self.generation[0]))
+        self.group = start.group
         with self.log.open("ab") as out:
             self.process = await asyncio.create_subprocess_exec(
-                *command,
+                *start.command,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=folder,
-                env=env,
+                env=start.env,
                 start_new_session=True,
-                preexec_fn=before_exec,
+                preexec_fn=start.before_exec,
             )
 
     async def wait_ready(self, timeout_s: float) -> bool:
@@ -219,12 +212,8 @@ class Replica:
         if self.group is not None:  # whatever the replica left running, and its cgroup
             await asyncio.to_thread(self.group.remove)
 
-    def last_lines(self, count: int = 5) -> str:
-        try:
-            lines = self.log.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return " | ".join(lines[-count:])
+    async def last_lines(self, count: int = 5) -> str:
+        return tail(self.log, count)
 
 
 async def _terminate(process: asyncio.subprocess.Process, grace_s: float) -> None:
