@@ -30,7 +30,7 @@ def _how_many(per_learner: Resources, node: Resources) -> int:
 def _short(per_learner: Resources, learners: int, placement: str, nodes: list[Resources]) -> str:
     """Why these nodes cannot hold the gang; empty when they can."""
     fits = [_how_many(per_learner, node) for node in nodes]
-    size = _describe(per_learner)
+    size = describe(per_learner)
     if placement == "strict_spread":
         have = sum(1 for n in fits if n >= 1)
         if have < learners:
@@ -65,7 +65,8 @@ def check(
     return Verdict(f"waiting for the Ray cluster: {now}", False)
 
 
-def _describe(need: Resources) -> str:
+def describe(need: Resources) -> str:
+    """One learner's share, as a person reads it: `1 CPU, 1 GPU, 2.0 GiB`."""
     parts = [f"{need.cpus:g} CPU"]
     if need.gpus:
         parts.append(f"{need.gpus} GPU")

@@ -52,6 +52,7 @@ def detect_gpus() -> int:
 
 class LocalLauncher:
     name = "local"
+    elastic = False
 
     def __init__(
         self,
@@ -100,9 +101,14 @@ class LocalLauncher:
         record = {"pid": pid, "create_time": _create_time(pid), **files}
         write_json_atomic(folder / "launch.json", record)
 
-    def _process(self, folder: Path) -> tuple[int, float | None] | None:
-        """The wrapper's pid and start time, from the launcher's record or the wrapper's own."""
-        for path in (folder / "launch.json", folder / "pid.json", _status_file(folder)):
+    def _process(
+        self, folder: Path, launched: dict[str, Any] | None
+    ) -> tuple[int, float | None] | None:
+        """The wrapper's pid and start time, from the launcher's record (`launch.json`, read
+        by the caller) or the wrapper's own."""
+        if launched is not None and launched.get("pid"):
+            return int(launched["pid"]), launched.get("create_time")
+        for path in (folder / "pid.json", _status_file(folder, launched)):
             record = _read_json(path)
             if record is not None and record.get("pid"):
                 return int(record["pid"]), record.get("create_time")
@@ -119,8 +125,9 @@ class LocalLauncher:
 
     def status(self, handle: str) -> LearnerStatus:
         folder = Path(handle)
-        found = self._process(folder)
-        report = _read_json(_status_file(folder))
+        launched = _read_json(folder / "launch.json")
+        found = self._process(folder, launched)
+        report = _read_json(_status_file(folder, launched))
         if found is None:
             return LearnerStatus(Liveness.NOT_STARTED, report)
         if self._alive(*found):
@@ -133,7 +140,7 @@ class LocalLauncher:
         """SIGTERM to the wrapper, which stops its learner; SIGKILL to both if they linger.
         A learner whose wrapper is gone is killed at once."""
         folder = Path(handle)
-        found = self._process(folder)
+        found = self._process(folder, _read_json(folder / "launch.json"))
         group = _learner_group(folder, found)
         if found is not None and self._alive(*found):
             _signal(found[0], signal.SIGTERM)
@@ -311,14 +318,14 @@ def _create_time(pid: int) -> float | None:
         return None
 
 
-def _status_file(folder: Path) -> Path:
-    return _recorded(folder, "status_file")
+def _status_file(folder: Path, launched: dict[str, Any] | None = None) -> Path:
+    return _recorded(folder, "status_file", launched)
 
 
-def _recorded(folder: Path, key: str) -> Path:
+def _recorded(folder: Path, key: str, launched: dict[str, Any] | None = None) -> Path:
     """A learner's status or spool file: where `launch.json` says (a relocated learner's are
     in the scratch folder), else in the handle's folder, as before there was a record of it."""
-    record = _read_json(folder / "launch.json") or {}
+    record = launched if launched is not None else _read_json(folder / "launch.json") or {}
     default = {"status_file": "status.json", "spool_file": "spool.jsonl"}[key]
     return Path(record.get(key) or folder / default)
 

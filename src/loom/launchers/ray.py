@@ -35,13 +35,14 @@ STRATEGIES = {
 CALL_TIMEOUT_S = 10.0
 
 
-def _names(handle: str) -> tuple[str, str]:
-    """The learner's actor name and its attempt's placement group name, from its handle."""
+def _names(handle: str) -> tuple[str, str, str]:
+    """The learner's actor name, its attempt's placement group name and its job, from its
+    handle."""
     found = HANDLE.search(handle)
     if found is None:
         raise LaunchError(f"not a learner handle: {handle!r}")
     group = f"loom-{found['job']}-a{found['attempt']}"
-    return f"{group}-l{found['learner']}", group
+    return f"{group}-l{found['learner']}", group, found["job"]
 
 
 @contextmanager
@@ -57,6 +58,7 @@ def _translated(doing: str) -> Iterator[None]:
 
 class RayLauncher:
     name = "ray"
+    elastic = True  # nodes join and leave: nothing is refused for what is missing now
 
     def __init__(
         self,
@@ -91,7 +93,7 @@ class RayLauncher:
         self.place_timeout_s = place_timeout_s
         self._host = ray.remote(LearnerHost)
         self._nodes: dict[str, str] = {}  # handle → the node's address, once known
-        self._releasing: dict[str, threading.Thread] = {}  # group → its release, under way
+        self._releasing: dict[str, threading.Thread] = {}  # job → its last release
         self._lock = threading.Lock()
 
     # -- capacity ------------------------------------------------------------------------------
@@ -120,46 +122,43 @@ class RayLauncher:
 
     def nodes(self) -> list[dict[str, Any]]:
         """Each node: its address, whether it is alive, what it has and what is free."""
-        with _translated("list the cluster's nodes"):
-            found = self._ray.nodes()
-            free = self._available_per_node()
-        out = []
-        for node in found:
-            total = node.get("Resources", {})
-            available = free.get(node["NodeID"], {})
-            out.append(
-                {
-                    "node": node["NodeManagerAddress"],
-                    "id": node["NodeID"][:12],
-                    "alive": bool(node.get("Alive")),
-                    "cpus": float(total.get("CPU", 0.0)),
-                    "gpus": int(total.get("GPU", 0)),
-                    "memory": int(total.get("memory", 0)),
-                    "free_cpus": float(available.get("CPU", 0.0)),
-                    "free_gpus": int(available.get("GPU", 0)),
-                    "free_memory": int(available.get("memory", 0)),
-                }
-            )
-        return out
+        return [
+            {
+                "node": node["NodeManagerAddress"],
+                "id": node["NodeID"][:12],
+                "alive": bool(node.get("Alive")),
+                "cpus": total.cpus,
+                "gpus": total.gpus,
+                "memory": total.memory,
+                "free_cpus": free.cpus,
+                "free_gpus": free.gpus,
+                "free_memory": free.memory,
+            }
+            for node, total, free in self._node_view()
+        ]
 
     def placeable(
         self, per_learner: Resources, learners: int, placement: str
     ) -> placement_rules.Verdict | None:
         """Whether Ray could place this gang on the live nodes now (None), or why not."""
-        with _translated("read the cluster's nodes"):
-            alive = [node for node in self._ray.nodes() if node.get("Alive")]
-            free = self._available_per_node()
-        totals = [_resources(node.get("Resources", {})) for node in alive]
-        now = [_resources(free.get(node["NodeID"], {})) for node in alive]
+        alive = [(total, free) for node, total, free in self._node_view() if node.get("Alive")]
+        totals, now = [total for total, _ in alive], [free for _, free in alive]
         return placement_rules.check(per_learner, learners, placement, now, totals)
 
-    def _available_per_node(self) -> dict[str, dict[str, float]]:
+    def _node_view(self) -> list[tuple[dict[str, Any], Resources, Resources]]:
+        """Each node as Ray lists it, with what it has and what is free on it."""
         from ray._private.state import state
 
+        with _translated("read the cluster's nodes"):
+            found = self._ray.nodes()
         try:
-            return {k: dict(v) for k, v in state.available_resources_per_node().items()}
-        except Exception:  # a private API: without it, the totals still show
-            return {}
+            free = state.available_resources_per_node()
+        except Exception:  # a private API: without it, nothing is counted free
+            free = {}
+        return [
+            (node, _resources(node.get("Resources", {})), _resources(free.get(node["NodeID"], {})))
+            for node in found
+        ]
 
     # -- launching -----------------------------------------------------------------------------
     def launch(self, learners: list[LearnerLaunch]) -> None:
@@ -167,11 +166,11 @@ class RayLauncher:
         its bundle's node with the gang's addresses there."""
         if not learners:
             return
-        _, group_name = _names(learners[0].handle)
-        self._wait_released(group_name)
+        _, group_name, job = _names(learners[0].handle)
+        self._wait_released(job)
         group = self._place(group_name, learners)
         hosts = [
-            self._start_host(handle_of(learner), group, i, learner)
+            self._start_host(_names(learner.handle)[0], group, i, learner)
             for i, learner in enumerate(learners)
         ]
         with _translated("reach the learners' nodes"):
@@ -207,6 +206,7 @@ class RayLauncher:
         spec = learners[0].spec
         placement = str((spec.get("gang") or {}).get("placement", "pack"))
         bundles = [_bundle(learner.spec) for learner in learners]
+        share = _resources(bundles[0])
         with _translated("reserve the gang's resources"):
             group = placement_group(
                 bundles,
@@ -219,7 +219,7 @@ class RayLauncher:
             remove_placement_group(group)
             raise LaunchError(
                 f"the Ray cluster could not place {len(learners)} learners "
-                f"({_describe(bundles[0])} each, placement {placement}) within "
+                f"({placement_rules.describe(share)} each, placement {placement}) within "
                 f"{self.place_timeout_s:.0f} s: no set of nodes has that much free"
             )
         return group
@@ -243,9 +243,8 @@ class RayLauncher:
 
     # -- following -----------------------------------------------------------------------------
     def _actor(self, handle: str) -> Any | None:
-        name, _ = _names(handle)
         try:
-            return self._ray.get_actor(name)
+            return self._ray.get_actor(_names(handle)[0])
         except ValueError:
             return None
 
@@ -303,9 +302,10 @@ class RayLauncher:
         goes. A new attempt of the same job waits for this first (`_wait_released`)."""
         if not handles:
             return
-        _, group = _names(handles[0])
+        _, group, job = _names(handles[0])
         with self._lock:
-            if group in self._releasing and self._releasing[group].is_alive():
+            running = self._releasing.get(job)
+            if running is not None and running.is_alive():
                 return
             thread = threading.Thread(
                 target=self._release,
@@ -313,7 +313,7 @@ class RayLauncher:
                 name=f"release-{group}",
                 daemon=True,
             )
-            self._releasing[group] = thread
+            self._releasing[job] = thread
         thread.start()
 
     def _release(self, handles: list[str], group: str) -> None:
@@ -336,15 +336,18 @@ class RayLauncher:
             remove_placement_group(get_placement_group(group))
         except Exception:
             log.debug("placement group %s is gone already", group)
+        with self._lock:  # nothing kept of a release that is over
+            job = _names(handles[0])[2]
+            if self._releasing.get(job) is threading.current_thread():
+                del self._releasing[job]
 
-    def _wait_released(self, group_name: str) -> None:
+    def _wait_released(self, job: str) -> None:
         """A new attempt's group: the job's last one must be released first (it removes the
         job's folders on its nodes)."""
-        prefix = group_name.rsplit("-a", 1)[0] + "-a"
         with self._lock:
-            pending = [t for g, t in self._releasing.items() if g.startswith(prefix)]
-        for thread in pending:
-            thread.join(timeout=60.0)
+            pending = self._releasing.get(job)
+        if pending is not None:
+            pending.join(timeout=60.0)
 
     def close(self) -> None:
         """Disconnect; the learners (detached actors) keep running on the cluster."""
@@ -362,10 +365,6 @@ def _token_auth() -> bool:
     except ImportError:  # a private module: without it, assume the worst
         return False
     return bool(is_token_auth_enabled())
-
-
-def handle_of(learner: LearnerLaunch) -> str:
-    return _names(learner.handle)[0]
 
 
 def _bundle(spec: dict[str, Any]) -> dict[str, float]:
@@ -386,12 +385,3 @@ def _resources(found: dict[str, float]) -> Resources:
         memory=int(found.get("memory", 0)),
         gpus=int(found.get("GPU", 0)),
     )
-
-
-def _describe(bundle: dict[str, float]) -> str:
-    parts = [f"{bundle['CPU']:g} CPU"]
-    if bundle.get("GPU"):
-        parts.append(f"{bundle['GPU']:g} GPU")
-    if bundle.get("memory"):
-        parts.append(f"{bundle['memory'] / 2**30:.1f} GiB")
-    return ", ".join(parts)

@@ -79,7 +79,8 @@ class LearnerHost:
     def __init__(self, sandbox: SandboxPolicy) -> None:
         self.scratch = node_scratch()
         self.sandbox = sandbox
-        self.node = f"{node_address()} ({_node_id()})"
+        self.address, self.node_id = node_address(), _node_id()  # asked of Ray once
+        self.node = f"{self.address} ({self.node_id})"
         self.folder: Path | None = None
         self.job_root: Path | None = None
         self._launcher: LocalLauncher | None = None
@@ -87,7 +88,7 @@ class LearnerHost:
     def where(self, ports: int) -> tuple[str, list[int], str]:
         """This node's address, as the other nodes reach it, `ports` free ports on it, and
         its name."""
-        return node_address(), free_ports(ports), _node_id()
+        return self.address, free_ports(ports), self.node_id
 
     def start(
         self,
@@ -119,11 +120,10 @@ class LearnerHost:
 
     def status(self) -> dict[str, Any]:
         """Where the wrapper is: its liveness, its last status, and this node's address."""
-        node = self.node
         if self._launcher is None or self.folder is None:
-            return {"liveness": Liveness.NOT_STARTED.value, "report": None, "node": node}
+            return {"liveness": Liveness.NOT_STARTED.value, "report": None, "node": self.node}
         found = self._launcher.status(str(self.folder))
-        return {"liveness": found.liveness.value, "report": found.report, "node": node}
+        return {"liveness": found.liveness.value, "report": found.report, "node": self.node}
 
     def spooled(self) -> list[dict[str, Any]]:
         if self._launcher is None or self.folder is None:
