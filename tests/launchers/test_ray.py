@@ -111,16 +111,21 @@ def test_a_learner_sees_the_gpu_ray_gave_it(platform: Server) -> None:
         assert [x["line"] for x in lines_of(client, job_id)] == ["0 1", "0 1"]
 
 
-def test_a_gang_no_nodes_can_hold_is_refused(platform: Server) -> None:
+def test_a_gang_no_nodes_can_hold_waits_with_the_reason(platform: Server) -> None:
     """Three learners one per node on a two-node cluster: the cluster's CPUs would do in all,
-    but no placement can hold it, and the job says so instead of waiting for ever."""
+    but no placement can hold it. It is not started (to time out in Ray) nor failed (a node
+    may be added): it waits, and says why."""
     text = manifest("true", learners=3, cpus=1, framework_options="{placement: strict_spread}")
     with platform.client() as client:
         job_id = client.submit(text, make_zip({"x.py": ""}))
-        job = wait_for_state(client, job_id, FINAL, timeout=60)
-    assert job["state"] == "FAILED"
-    assert job["error_code"] == "S100"
-    assert "strict_spread needs 3 nodes with 1 CPU" in job["status_message"]
+        eventually(lambda: "needs 3 nodes" in (client.job(job_id)["queue_reason"] or ""))
+        job = client.job(job_id)
+        assert job["state"] == "QUEUED"
+        assert job["queue_reason"] == (
+            "waiting for the cluster to grow: no Ray cluster node set can hold it: placement "
+            "strict_spread needs 3 nodes with 1 CPU, 0.2 GiB each; 2 have"
+        )
+        client.delete(job_id)
 
 
 def test_ddp_digits_one_learner_per_node(platform: Server, cluster: RayCluster) -> None:

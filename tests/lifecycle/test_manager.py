@@ -407,3 +407,19 @@ def test_a_pass_reads_the_queue_only_up_to_its_horizon(
     rig.manager.step()
     assert [rig.state(j) for j in queued[:2]] == ["PENDING", "QUEUED"]
     assert reason(queued[-1]) == behind
+
+
+def test_on_a_cluster_a_job_too_big_for_it_now_waits(rig: Rig) -> None:
+    """A cluster's nodes come and go (one lost, one added): a job more than it has now is
+    taken and waits with the reason, where one machine would refuse it or fail it."""
+    rig.launcher.elastic = True
+    big = rig.submit(cpus=64)
+    rig.manager.step()
+    assert rig.state(big) == "QUEUED"
+    with rig.db.session() as session:
+        job = job_rows.get_job(session, big)
+        assert job is not None
+        assert job.queue_reason == (
+            "waiting for the cluster to grow: needs more than this platform has: "
+            "needs 64 CPUs, 2 in total"
+        )

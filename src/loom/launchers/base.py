@@ -37,6 +37,9 @@ class LearnerStatus:
 
 class Launcher(Protocol):
     name: str
+    # A cluster whose nodes come and go: a job that does not fit it now waits (it may grow)
+    # instead of failing as one that can never start.
+    elastic: bool
 
     def capacity(self) -> Resources:
         """What this launcher can run at once."""

@@ -11,6 +11,7 @@ from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
 
 class FakeLauncher:
     name = "fake"
+    elastic = False
 
     def __init__(self, capacity: Resources | None = None, *, fail_launch: bool = False) -> None:
         self._capacity = capacity or Resources(cpus=4, memory=16 * 2**30, gpus=0)

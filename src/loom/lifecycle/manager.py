@@ -43,7 +43,6 @@ from loom.lifecycle.admission import (
     check_fits,
     check_host_paths,
     check_queue_room,
-    placement_check,
 )
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.environments import plan_for, spec_section
@@ -175,7 +174,8 @@ class LifecycleManager:
         """Queue a job; `original` is the manifest mapping as the user wrote it. It is stored
         with its credentials redacted; they are stored sealed."""
         check_host_paths(manifest, self.settings.host_mount_roots)
-        check_fits(manifest, self.launcher.capacity())
+        if not self.launcher.elastic:  # a cluster may grow: the queue says what it waits for
+            check_fits(manifest, self.launcher.capacity())
         plan_for(manifest, code)  # refuses a framework or a package this platform cannot install
         with self._session() as session:  # before storing the code, to refuse cheaply
             check_queue_room(session, owner, self.settings.max_queued_jobs)
@@ -520,8 +520,7 @@ class LifecycleManager:
 
     def _schedule(self, session: Session) -> list[tuple[str, list[LearnerLaunch]]]:
         """Decide for the queue (`queue_pass`); admit what starts, fail what never can."""
-        placeable = placement_check(session, self.launcher)
-        found = queue_pass.run(session, self.launcher.capacity, self.settings, placeable)
+        found = queue_pass.run(session, self.launcher, self.settings)
         for job_id, reason in found.never:
             self._never(session, job_id, reason)
         batches = []

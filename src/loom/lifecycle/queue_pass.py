@@ -9,13 +9,13 @@ written, in one statement: a pass over 10,000 queued jobs stays short."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
 from loom.domain.resources import Resources
-from loom.lifecycle.admission import Placeable, holdings, quotas
+from loom.launchers.base import Launcher
+from loom.lifecycle.admission import holdings, placement_check, quotas
 from loom.lifecycle.scheduler import Planner, QueuedJob, Verdict, never_reason
 from loom.settings import Settings
 from loom.store import jobs as job_rows
@@ -30,17 +30,15 @@ class Outcome:
     taken_devices: set[int] = field(default_factory=set)  # GPUs running learners hold
 
 
-def run(
-    session: Session,
-    capacity: Callable[[], Resources],
-    settings: Settings,
-    placeable: Placeable | None = None,
-) -> Outcome:
+def run(session: Session, launcher: Launcher, settings: Settings) -> Outcome:
+    """On a cluster launcher, a job must also fit its nodes (`placeable`), and one that does
+    not fit the cluster now waits, since it may grow (`elastic`)."""
     rows = job_rows.queue(session, None, CHUNK)
     if not rows:
         return Outcome()
+    placeable = placement_check(session, launcher)
     held = holdings(session)
-    total = capacity()
+    total = launcher.capacity()
     planner = Planner(total, held.in_use, held.per_user)
     found = Outcome(taken_devices=held.devices)
     reasons: dict[str, str] = {}
@@ -67,6 +65,9 @@ def run(
             found.never += _beyond_horizon(session, last, total, settings.scheduler_horizon)
             break
         rows = job_rows.queue(session, last, CHUNK)
+    if launcher.elastic:  # a cluster may grow (a node back, another added): nothing fails now
+        reasons |= {job: f"waiting for the cluster to grow: {why}" for job, why in found.never}
+        found.never = []
     job_rows.set_queue_reasons(session, reasons)
     return found
 
