@@ -117,7 +117,7 @@ METRIC_PRINTER = (
     "    print(f'line {i}', flush=True)\n"
     "    if i % 4 == 0:\n"
     "        tracking.log_metrics(step=i // 4, group='train', loss=1.0 / i)\n"
-    "    if i % 400 == 0:\n"
+    "    if i % 200 == 0:\n"
     "        time.sleep(0.1)\n"
 )
 
@@ -141,10 +141,12 @@ def test_twenty_thousand_lines_and_five_thousand_points_survive_two_kills(tmp_pa
             job_id = client.submit(
                 manifest("python printer.py"), make_zip({"printer.py": METRIC_PRINTER})
             )
-            for threshold in (2000, 9000):
+            for threshold in (2000, 7000):
                 while stored_count(client, job_id) < threshold:
                     time.sleep(0.02)
-                assert client.job(job_id)["state"] == "PROCESSING"  # killed mid-run
+                # killed before the platform knew the job had ended (the learner may have just
+                # finished printing, under load, while the stored lines caught up)
+                assert client.job(job_id)["state"] in {"PROCESSING", "STORING"}
                 srv.kill9()
                 time.sleep(0.5)
                 srv.start()
