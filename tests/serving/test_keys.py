@@ -183,7 +183,7 @@ def test_tritonclient_sends_the_token(
 
 def test_replicas_listen_only_on_private_sockets(platform: tuple[Server, LoomClient]) -> None:
     """A replica has no TCP port at all, only a unix socket in a folder of mode 0700; the
-    gateway is the one listening on TCP."""
+    gateway is the one listening on TCP (REST and gRPC)."""
     server, client = platform
     client.deploy("private", "digits", min_replicas=2, max_replicas=2)
     found = wait_for(client, "private", lambda d: d["replicas"]["ready"] == 2)
@@ -200,9 +200,9 @@ def test_replicas_listen_only_on_private_sockets(platform: tuple[Server, LoomCli
     assert stat.S_IMODE(run.stat().st_mode) == 0o700
     assert sorted(p.name for p in run.iterdir()) == ["replica-1.sock", "replica-2.sock"]
     listening = [c for c in psutil.Process(gateway).net_connections(kind="inet")]
-    assert [c.laddr.port for c in listening if c.status == psutil.CONN_LISTEN] == [
-        int(found["endpoint"].rsplit(":", 1)[1])
-    ]
+    assert sorted(c.laddr.port for c in listening if c.status == psutil.CONN_LISTEN) == sorted(
+        int(found[key].rsplit(":", 1)[1]) for key in ("endpoint", "grpc_endpoint")
+    )
     client.delete_deployment("private")
 
 

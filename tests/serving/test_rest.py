@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import httpx
@@ -32,12 +32,13 @@ ONNX_ELEM = {
 }  # fmt: skip
 
 
-def identity_model(path: Path) -> None:
+def identity_model(path: Path, types: Collection[str] = ONNX_ELEM) -> None:
     """An ONNX model with one Identity per datatype: `in_<TYPE>` → `out_<TYPE>`."""
     from onnx import helper, save
 
     nodes, inputs, outputs = [], [], []
-    for name, elem in ONNX_ELEM.items():
+    for name in types:
+        elem = ONNX_ELEM[name]
         inputs.append(helper.make_tensor_value_info(f"in_{name}", elem, [None]))
         outputs.append(helper.make_tensor_value_info(f"out_{name}", elem, [None]))
         nodes.append(helper.make_node("Identity", [f"in_{name}"], [f"out_{name}"]))
@@ -64,11 +65,12 @@ def digits_models(folder: Path) -> None:
 
 class ModelServer:
     def __init__(self, path: Path, name: str, *extra: str) -> None:
-        self.port = free_port()
+        self.port, self.grpc_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "loom.serving", str(path), "--name", name,
-             "--port", str(self.port), *extra],
+             "--port", str(self.port), "--grpc-port", str(self.grpc_port), *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
         for _ in range(300):

@@ -47,8 +47,7 @@ def test_newest_migration_goes_down_and_up(db: Database) -> None:
     with db.engine.begin() as connection:
         config.attributes["connection"] = connection
         command.downgrade(config, "-1")
-    assert "run_info" not in inspect(db.engine).get_table_names()
-    columns = {c["name"] for c in inspect(db.engine).get_columns("model_versions")}
-    assert "run_info" not in columns and "metrics" in columns
+    columns = {c["name"] for c in inspect(db.engine).get_columns("deployments")}
+    assert "grpc_port" not in columns and "port" in columns
     migrate(db.engine)
     assert differences(db) == []

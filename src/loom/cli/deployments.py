@@ -74,6 +74,8 @@ def _print(found: dict[str, Any]) -> None:
     console.print(f"  endpoint   {found['endpoint']} ({access})")
     console.print(f"  V2 infer   POST {found['urls']['v2_infer']}")
     console.print(f"  V1 predict POST {found['urls']['v1_predict']}")
+    if found.get("grpc_endpoint"):
+        console.print(f"  V2 gRPC    {found['grpc_endpoint']} (inference.GRPCInferenceService)")
     console.print(f"  metrics    {found['urls']['metrics']}")
     if found["message"]:
         console.print(f"  [yellow]{found['message']}[/yellow]")
@@ -90,12 +92,15 @@ def deploy(
     batch_wait_ms: BatchWait = None,
     request_log: RequestLog = None,
     port: Annotated[int | None, typer.Option(help="endpoint port; default: a free one")] = None,
+    grpc_port: Annotated[
+        int | None, typer.Option(help="V2 gRPC endpoint port; default: a free one")
+    ] = None,
     public: Annotated[
         bool, typer.Option("--public", help="answer without a token (default: token or key)")
     ] = False,
     wait: Annotated[bool, typer.Option(help="wait until it serves")] = True,
 ) -> None:
-    """Serve a registered model version behind one endpoint (V2 and V1 protocols)."""
+    """Serve a registered model version behind one endpoint (V2 and V1 over REST, V2 over gRPC)."""
     model_name, version = parse_ref(model)
     options = _options(
         min_replicas=min_replicas,
@@ -106,6 +111,7 @@ def deploy(
         batch_wait_ms=batch_wait_ms,
         request_log=request_log,
         port=port,
+        grpc_port=grpc_port,
         public=public or None,
     )
     with client() as loom:

@@ -49,11 +49,15 @@ def serve(
     name: Annotated[str | None, typer.Option(help="the model's name")] = None,
     host: Annotated[str, typer.Option()] = "127.0.0.1",
     port: Annotated[int, typer.Option()] = 8080,
+    grpc_port: Annotated[str, typer.Option(help="V2 gRPC port (default: PORT + 1), or 'off'")] = "",
     batch_size: Annotated[int, typer.Option(help="max samples per batch; 1: no batching")] = 1,
     batch_wait_ms: Annotated[float, typer.Option(help="max wait for a batch to fill")] = 0.0,
 ) -> None:
-    """Serve a model file over the V2 (Open Inference) and V1 protocols, without the platform."""
+    """Serve a model file over the V2 (Open Inference) and V1 protocols, REST and gRPC, without
+    the platform."""
     argv = [sys.executable, "-m", "loom.serving", path, "--host", host, "--port", str(port)]
+    if grpc_port:
+        argv += ["--grpc-port", grpc_port]
     argv += ["--batch-size", str(batch_size), "--batch-wait-ms", str(batch_wait_ms)]
     if name:
         argv += ["--name", name]

@@ -421,7 +421,7 @@ class LoomClient(AccountCalls):
     ) -> dict[str, Any]:
         """Serve a version of a model; `options`: min_replicas, max_replicas,
         target_concurrency, scale_down_delay_s, batch_size, batch_wait_ms, request_log, port,
-        public (answer without a token)."""
+        grpc_port, public (answer without a token)."""
         body = {"name": name, "model": model, "version": version, **options}
         result: dict[str, Any] = self._request("POST", "/v1/deployments", json=body).json()
         return result

@@ -1,17 +1,21 @@
-"""`python -m loom.serving PATH [--name N] [--port P | --uds SOCKET]`: serve a model file (or a
-model folder) over the V2 and V1 REST protocols, without the platform; what `loom serve` runs,
-and what a deployment's gateway runs as a replica (on a unix socket)."""
+"""`python -m loom.serving PATH [--name N] [--port P | --uds SOCKET] [--grpc-port G]`: serve a
+model file (or a model folder) over the V2 and V1 REST protocols and V2 gRPC, without the
+platform; what `loom serve` runs, and what a deployment's gateway runs as a replica (on a unix
+socket, REST only: the gateway translates gRPC)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import threading
 import time
 from pathlib import Path
 
+import grpc
 import uvicorn
 
+from loom.serving import grpc_v2
 from loom.serving.dataplane import DataPlane
 from loom.serving.rest import TOKEN_ENV, build_app, require_token
 from loom.serving.runtimes import load
@@ -25,6 +29,11 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--uds", help="listen on this unix socket instead of a TCP port")
+    parser.add_argument(
+        "--grpc-port",
+        default="",
+        help="the V2 gRPC port (default: the HTTP port + 1; 'off': REST only; none with --uds)",
+    )
     parser.add_argument("--batch-size", type=int, default=1, help="max samples per batch")
     parser.add_argument("--batch-wait-ms", type=float, default=0.0, help="max wait to fill a batch")
     # a gateway's replica: long keep-alives, and it ends with its parent (in a sandbox, the
@@ -39,13 +48,16 @@ def main() -> None:
     plane.add(
         name, args.version, load(path), max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
     )
+    grpc_port = _grpc_port(args.grpc_port, args.port, bool(args.uds))
     where = f"unix socket {args.uds}" if args.uds else f"http://{args.host}:{args.port}/v2"
+    if grpc_port is not None:
+        where += f" and gRPC {args.host}:{grpc_port}"
     print(f"serving {name!r} version {args.version} at {where}", flush=True)
     app = build_app(plane)
     token = os.environ.pop(TOKEN_ENV, None)  # a replica on a cluster node: its gateway's
     if token:
         app = require_token(app, token)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
@@ -58,6 +70,40 @@ def main() -> None:
         # behind a gateway, its pooled connections stay open
         timeout_keep_alive=3600 if args.behind_gateway else 5,
     )
+    served = _serve(uvicorn.Server(config), plane, args.host, grpc_port)
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(served)
+    else:
+        uvloop.run(served)
+
+
+def _grpc_port(given: str, http_port: int, unix: bool) -> int | None:
+    if given == "off" or (unix and not given):
+        return None
+    if not given:
+        return http_port + 1 if http_port else 0
+    if not given.isdigit() or int(given) > 65535:
+        raise SystemExit(f"--grpc-port: a port number or 'off', got {given!r}")
+    return int(given)
+
+
+async def _serve(rest: uvicorn.Server, plane: DataPlane, host: str, grpc_port: int | None) -> None:
+    """REST (uvicorn) and gRPC on one event loop, over one data plane and its batcher."""
+    server: grpc.aio.Server | None = None
+    if grpc_port is not None:
+        server = grpc_v2.server()
+        server.add_generic_rpc_handlers((grpc_v2.service(grpc_v2.PlaneBackend(plane)),))
+        bound = server.add_insecure_port(f"{host}:{grpc_port}")
+        if not bound:
+            raise SystemExit(f"gRPC: cannot listen on {host}:{grpc_port}")
+        await server.start()
+    try:
+        await rest.serve()
+    finally:
+        if server is not None:
+            await server.stop(grace=1.0)
 
 
 def _exit_with_parent(parent: int) -> None:

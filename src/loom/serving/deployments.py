@@ -105,6 +105,7 @@ class Deployments:
         port: int | None,
         *,
         public: bool = False,
+        grpc_port: int | None = None,
     ) -> dict[str, Any]:
         scaling = scaling.checked()
         version = self.registry.version(owner, model, ref)
@@ -128,22 +129,26 @@ class Deployments:
                 public=public,
                 **_columns(scaling),
             )
+            session.add(row)
+            session.flush()
+            row.grpc_port = self._port(session, grpc_port, "grpc_port")
             with _without_paths(f"deployment {name!r}: its model files could not be copied"):
                 self._materialize(row, version)
-            session.add(row)
         with _without_paths(f"deployment {name!r} could not be started"):
             self._spawn(row)
         return self.view(row)
 
-    def _port(self, session: Session, wanted: int | None) -> int:
-        used = set(session.scalars(select(Deployment.port)))
+    def _port(self, session: Session, wanted: int | None, what: str = "port") -> int:
+        """A port no deployment has (for REST or gRPC): `wanted`, or a free one."""
+        rows = session.execute(select(Deployment.port, Deployment.grpc_port)).all()
+        used = {p for row in rows for p in row if p is not None}
         if wanted is not None and wanted in used:
-            raise Conflict(f"port {wanted} is used by another deployment")
+            raise Conflict(f"{what} {wanted} is used by a deployment")
         port = wanted or free_port(self.host)
         while port in used:
             port = free_port(self.host)
         if wanted is not None and not _bindable(self.host, wanted):
-            raise InvalidInput(f"port: {wanted} is in use on {self.host}", field="port")
+            raise InvalidInput(f"{what}: {wanted} is in use on {self.host}", field=what)
         return port
 
     def all(self, owner: str) -> list[dict[str, Any]]:
@@ -279,6 +284,7 @@ class Deployments:
                 status.get("message") or ("" if alive else self._gateway_tail(row))
             ),
             "endpoint": endpoint,
+            "grpc_endpoint": f"{_display(self.host)}:{row.grpc_port}" if row.grpc_port else None,
             "urls": {
                 "v2_infer": f"{endpoint}/v2/models/{row.name}/infer",
                 "v1_predict": f"{endpoint}/v1/models/{row.name}:predict",
@@ -336,6 +342,7 @@ class Deployments:
             model_version=str(row.model_version),
             host=self.host,
             port=row.port,
+            grpc_port=row.grpc_port,
             certfile=self.tls.certfile if self.tls else "",
             keyfile=self.tls.keyfile if self.tls else "",
             sandbox=self.sandbox.replica_section(row.id),
@@ -458,6 +465,10 @@ class Deployments:
         runs: after an upgrade or a change of settings no replica stays unconfined."""
         with self.db.session() as session:
             rows = list(session.scalars(select(Deployment)))
+            for row in rows:  # made before deployments had a gRPC endpoint
+                if row.grpc_port is None:
+                    row.grpc_port = self._port(session, None, "grpc_port")
+                    session.flush()
         for row in rows:
             try:
                 had = DeploymentSpec.read(self.folder(row))
@@ -521,4 +532,4 @@ def _bindable(host: str, port: int) -> bool:
 
 def _platform_part(spec: DeploymentSpec) -> tuple[object, ...]:
     """What of a gateway's spec the platform's settings decide, rather than the deployment."""
-    return (spec.host, spec.certfile, spec.keyfile, spec.sandbox)
+    return (spec.host, spec.grpc_port, spec.certfile, spec.keyfile, spec.sandbox)

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from loom.serving import gateway_grpc
 from loom.serving.access import ACCESS, AccessList
 from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE, histogram, relabelled, render
@@ -68,6 +69,7 @@ class Gateway:
         self.ready = asyncio.Event()
         self.next_id = 1
         self.port = spec.port
+        self.grpc_port: int | None = None
         self.desired = spec.min_replicas
         self.inflight = 0
         self.requests: dict[int, int] = {}
@@ -127,6 +129,19 @@ class Gateway:
         return await self.forward(request)
 
     async def forward(self, request: Message) -> bytes:
+        response = await self.relay(request)
+        reason = response.start[2] if len(response.start) > 2 else None
+        return encode_response(
+            response.status,
+            response.body,
+            response.headers,
+            reason=reason,
+            keep_alive=request.keep_alive,
+        )
+
+    async def relay(self, request: Message) -> Message:
+        """The replicas' response to `request`, or the gateway's own error response; counted,
+        timed and logged whatever the protocol the caller spoke (REST, or gRPC translated)."""
         started = time.monotonic()
         self.inflight += 1
         self.autoscaler.started(started)
@@ -134,19 +149,13 @@ class Gateway:
         try:
             response, replica_id = await self.send(request, started)
             status = response.status
-            reason = response.start[2] if len(response.start) > 2 else None
-            keep = request.keep_alive
-            raw = encode_response(
-                status, response.body, response.headers, reason=reason, keep_alive=keep
-            )
-            body = response.body
         except _Refused as exc:
-            status, body = exc.status, orjson.dumps({"error": exc.message})
-            raw = encode_response(status, body, JSON)
+            status = exc.status
+            response = _answer(status, orjson.dumps({"error": exc.message}))
         except Exception as exc:  # a gateway fault: answered, logged, never a dropped request
             print(f"gateway error on {request.target}: {exc!r}", file=sys.stderr, flush=True)
-            status, body = 502, orjson.dumps({"error": f"gateway error: {type(exc).__name__}"})
-            raw = encode_response(status, body, JSON)
+            status = 502
+            response = _answer(502, orjson.dumps({"error": f"gateway error: {type(exc).__name__}"}))
         finally:
             self.inflight -= 1
             elapsed = time.monotonic() - started
@@ -160,9 +169,9 @@ class Gateway:
                 ms=round(elapsed * 1000, 3),
                 replica=replica_id,
                 request=request.body,
-                response=body,
+                response=response.body,
             )
-        return raw
+        return response
 
     async def send(self, request: Message, started: float) -> tuple[Message, int]:
         """To the least busy ready replica; once more to another if that one dies first."""
@@ -383,6 +392,7 @@ class Gateway:
             "state": state,
             "pid": os.getpid(),
             "endpoint": f"{'https' if self.tls else 'http'}://{self.spec.host}:{self.port}",
+            "grpc_port": self.grpc_port,
             "model_version": self.spec.model_version,
             "replicas": {**counts, "desired": self.desired},
             "replica_list": [
@@ -455,6 +465,10 @@ def _counter(name: str, documentation: str, deployment: str, value: float) -> Co
     return family
 
 
+def _answer(status: int, body: bytes) -> Message:
+    return Message([b"HTTP/1.1", str(status).encode()], list(JSON), body)
+
+
 class _Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -483,18 +497,35 @@ async def run(folder: Path) -> None:
         gateway.handle, spec.host, spec.port, reuse_address=True, limit=2**20, ssl=gateway.tls
     )
     gateway.port = int(server.sockets[0].getsockname()[1])
+    grpc_server = None
+    if spec.grpc_port is not None:
+        grpc_server, gateway.grpc_port = gateway_grpc.serve(gateway, _certificate(spec))
+        await grpc_server.start()
     (folder / PID).write_text(str(os.getpid()))
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, gateway.stopping.set)
     loop.add_signal_handler(signal.SIGINT, gateway.stopping.set)
     loop.add_signal_handler(signal.SIGHUP, gateway.reload)
     scheme = "https" if gateway.tls else "http"
-    print(f"deployment {spec.name!r} at {scheme}://{spec.host}:{gateway.port}", flush=True)
+    grpc_at = f" and gRPC {spec.host}:{gateway.grpc_port}" if grpc_server else ""
+    print(f"deployment {spec.name!r} at {scheme}://{spec.host}:{gateway.port}{grpc_at}", flush=True)
     control = asyncio.create_task(gateway.control())
     await gateway.stopping.wait()
     server.close()
+    if grpc_server is not None:  # calls under way finish; the replicas drain after
+        await grpc_server.stop(grace=spec.drain_timeout_s)
     await control
     await gateway.shutdown()
+
+
+def _certificate(spec: DeploymentSpec) -> tuple[bytes, bytes] | None:
+    """(key, certificate chain) for gRPC over TLS; read once (a renewed certificate reaches
+    the gRPC port when the gateway restarts)."""
+    if not spec.certfile:
+        return None
+    chain = Path(spec.certfile).read_bytes()
+    key = Path(spec.keyfile).read_bytes() if spec.keyfile else chain
+    return key, chain
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ class DeploymentSpec:
     model_version: str
     host: str = "127.0.0.1"
     port: int = 0
+    grpc_port: int | None = None  # the V2 gRPC endpoint's port (0: any); None: REST only
     min_replicas: int = 1
     max_replicas: int = 1
     target_concurrency: float = 8.0

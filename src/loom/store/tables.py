@@ -260,6 +260,7 @@ class Deployment(Base):
     model_ref: Mapped[str] = mapped_column(String(100))
     model_version: Mapped[int] = mapped_column(Integer)
     port: Mapped[int] = mapped_column(Integer, unique=True)
+    grpc_port: Mapped[int | None] = mapped_column(Integer, unique=True)  # the V2 gRPC endpoint
     min_replicas: Mapped[int] = mapped_column(Integer)
     max_replicas: Mapped[int] = mapped_column(Integer)
     target_concurrency: Mapped[float] = mapped_column(Float)

@@ -44,6 +44,9 @@ class DeploymentIn(ScalingIn):
     model: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
     version: Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE)] | int = "latest"
     port: Annotated[int, Field(ge=1024, le=65535)] | None = None
+    grpc_port: Annotated[int, Field(ge=1024, le=65535)] | None = Field(
+        default=None, description="the V2 gRPC endpoint's port; default: a free one"
+    )
     public: bool = Field(default=False, description="answer without a token")
 
 
@@ -69,7 +72,14 @@ def create(body: DeploymentIn, loom: PlatformDep, user: UserDep, audit: AuditDep
     """Deploy a version (number, alias or `latest`) of one of your models."""
     scaling = Scaling(**body.scaling())
     view = loom.deployments.create(
-        user.id, body.name, body.model, str(body.version), scaling, body.port, public=body.public
+        user.id,
+        body.name,
+        body.model,
+        str(body.version),
+        scaling,
+        body.port,
+        public=body.public,
+        grpc_port=body.grpc_port,
     )
     audit("deployment.create", body.name, model=body.model, version=str(body.version))
     return shown(view)

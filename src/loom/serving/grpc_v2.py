@@ -1,0 +1,317 @@
+"""The V2 / Open Inference Protocol over gRPC (`inference.GRPCInferenceService`): ServerLive,
+ServerReady, ModelReady, ServerMetadata, ModelMetadata and ModelInfer.
+
+A gRPC request is translated to the REST form the data plane (or a replica) already serves:
+every input tensor, typed `contents` or `raw_input_contents`, travels as the binary tensor
+extension, and outputs come back as raw bytes, so the two protocols share one path, one
+batcher and one set of checks. The answer carries raw outputs when the request sent raw inputs
+(as Triton's clients expect), typed contents otherwise. Errors keep their meaning: 400 is
+INVALID_ARGUMENT, 404 NOT_FOUND, 401 UNAUTHENTICATED, 503 UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import grpc
+import numpy as np
+
+from loom.serving.dataplane import DataPlane, InferenceError
+from loom.serving.tensors import DATATYPES
+from loom.serving.v2_proto import METHODS, SERVICE, messages
+
+MAX_MESSAGE = 64 * 2**20
+# the typed field of InferTensorContents that holds each datatype (FP16 travels raw only)
+CONTENTS = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+CODES = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.NOT_FOUND,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    502: grpc.StatusCode.UNAVAILABLE,
+    503: grpc.StatusCode.UNAVAILABLE,
+    504: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+OPEN = frozenset({"ServerLive", "ServerReady"})  # health: answered without a token
+
+
+class Backend(Protocol):
+    """What answers the protocol: a data plane here, or a gateway's replicas."""
+
+    async def ready(self) -> bool: ...
+
+    async def model_ready(self, name: str, version: str | None) -> bool: ...
+
+    async def server_metadata(self) -> dict[str, Any]: ...
+
+    async def model_metadata(self, name: str, version: str | None) -> dict[str, Any]: ...
+
+    async def infer(
+        self, name: str, version: str | None, body: dict[str, Any], binary: bytes
+    ) -> tuple[dict[str, Any], bytes]: ...
+
+
+class PlaneBackend:
+    """The protocol answered by this process's own models."""
+
+    def __init__(self, plane: DataPlane) -> None:
+        self.plane = plane
+
+    async def ready(self) -> bool:
+        return bool(self.plane.models)
+
+    async def model_ready(self, name: str, version: str | None) -> bool:
+        self.plane.model(name, version)
+        return True
+
+    async def server_metadata(self) -> dict[str, Any]:
+        return self.plane.server_metadata()
+
+    async def model_metadata(self, name: str, version: str | None) -> dict[str, Any]:
+        return self.plane.model_metadata(name, version)
+
+    async def infer(
+        self, name: str, version: str | None, body: dict[str, Any], binary: bytes
+    ) -> tuple[dict[str, Any], bytes]:
+        self.plane.active += 1
+        try:
+            return await self.plane.infer(name, version, body, binary)
+        finally:
+            self.plane.active -= 1
+
+
+# -- translation ------------------------------------------------------------------------------
+def parameter(value: Any) -> Any:
+    """An InferParameter's value."""
+    which = value.WhichOneof("parameter_choice")
+    return getattr(value, which) if which else None
+
+
+def set_parameter(target: Any, value: Any) -> None:
+    if isinstance(value, bool):
+        target.bool_param = value
+    elif isinstance(value, int):
+        target.int64_param = value
+    elif isinstance(value, float):
+        target.double_param = value
+    else:
+        target.string_param = str(value)
+
+
+def to_rest(request: Any) -> tuple[dict[str, Any], bytes]:
+    """A ModelInferRequest as a V2 REST request whose inputs are all binary, and its binary
+    section; outputs are asked for in binary."""
+    raw = list(request.raw_input_contents)
+    if raw and len(raw) != len(request.inputs):
+        raise InferenceError(
+            f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs; "
+            "send every input raw, or none"
+        )
+    inputs, chunks = [], []
+    for index, tensor in enumerate(request.inputs):
+        chunk = raw[index] if raw else _contents_bytes(tensor)
+        params = {k: parameter(v) for k, v in tensor.parameters.items()}
+        params["binary_data_size"] = len(chunk)
+        shape = list(tensor.shape)
+        inputs.append(
+            {"name": tensor.name, "datatype": tensor.datatype, "shape": shape, "parameters": params}
+        )
+        chunks.append(chunk)
+    params = {k: parameter(v) for k, v in request.parameters.items()}
+    params["binary_data_output"] = True
+    body: dict[str, Any] = {"inputs": inputs, "parameters": params}
+    if request.id:
+        body["id"] = request.id
+    if request.outputs:
+        body["outputs"] = [
+            {"name": o.name, "parameters": {"binary_data": True}} for o in request.outputs
+        ]
+    return body, b"".join(chunks)
+
+
+def _contents_bytes(tensor: Any) -> bytes:
+    """An input sent in typed `contents`, as the binary extension's bytes."""
+    field = CONTENTS.get(tensor.datatype)
+    if field is None:
+        if tensor.datatype in DATATYPES:  # FP16
+            raise InferenceError(
+                f"input {tensor.name!r}: {tensor.datatype} has no typed contents; send it in "
+                "raw_input_contents"
+            )
+        raise InferenceError(f"input {tensor.name!r}: unknown datatype {tensor.datatype!r}")
+    values = getattr(tensor.contents, field)
+    if tensor.datatype == "BYTES":
+        return b"".join(len(v).to_bytes(4, "little") + v for v in values)
+    try:
+        array = np.asarray(values, dtype=np.dtype(DATATYPES[tensor.datatype]).newbyteorder("<"))
+    except OverflowError as exc:
+        raise InferenceError(f"input {tensor.name!r}: a value is out of range: {exc}") from exc
+    return array.tobytes()
+
+
+def from_rest(answer: dict[str, Any], section: bytes, raw: bool) -> Any:
+    """A V2 REST answer with binary outputs as a ModelInferResponse: raw outputs, or typed
+    contents when the request sent none raw."""
+    response = messages()["ModelInferResponse"](
+        model_name=str(answer.get("model_name", "")),
+        model_version=str(answer.get("model_version", "")),
+        id=str(answer.get("id", "")),
+    )
+    for key, value in (answer.get("parameters") or {}).items():
+        set_parameter(response.parameters[key], value)
+    offset = 0
+    for tensor in answer.get("outputs", []):
+        output = response.outputs.add(
+            name=tensor["name"], datatype=tensor["datatype"], shape=tensor["shape"]
+        )
+        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        if size is None:  # a JSON output (a replica that ignored binary_data)
+            chunk = _json_bytes(tensor)
+        else:
+            chunk = section[offset : offset + int(size)]
+            offset += int(size)
+        if raw:
+            response.raw_output_contents.append(chunk)
+        else:
+            _fill_contents(output, chunk)
+    return response
+
+
+def _json_bytes(tensor: dict[str, Any]) -> bytes:
+    if tensor["datatype"] == "BYTES":
+        items = [str(x).encode() for x in tensor["data"]]
+        return b"".join(len(x).to_bytes(4, "little") + x for x in items)
+    dtype = np.dtype(DATATYPES[tensor["datatype"]]).newbyteorder("<")
+    return np.asarray(tensor["data"], dtype=dtype).tobytes()
+
+
+def _fill_contents(output: Any, chunk: bytes) -> None:
+    field = CONTENTS.get(output.datatype)
+    if field is None:  # FP16: no typed field in the protocol
+        raise InferenceError(f"output {output.name!r} is {output.datatype}: ask for it raw")
+    target = getattr(output.contents, field)
+    if output.datatype == "BYTES":
+        at = 0
+        while at + 4 <= len(chunk):
+            size = int.from_bytes(chunk[at : at + 4], "little")
+            target.append(chunk[at + 4 : at + 4 + size])
+            at += 4 + size
+        return
+    dtype = np.dtype(DATATYPES[output.datatype]).newbyteorder("<")
+    target.extend(np.frombuffer(chunk, dtype=dtype).tolist())
+
+
+def metadata_message(found: dict[str, Any]) -> Any:
+    response = messages()["ModelMetadataResponse"](
+        name=found["name"], versions=found.get("versions", []), platform=found.get("platform", "")
+    )
+    for key in ("inputs", "outputs"):
+        for tensor in found.get(key, []):
+            getattr(response, key).add(
+                name=tensor["name"], datatype=tensor["datatype"], shape=tensor["shape"]
+            )
+    return response
+
+
+# -- the service ------------------------------------------------------------------------------
+Refusal = Callable[[str | None], str | None]  # the authorization metadata → why refused, or None
+
+
+def service(backend: Backend, refusal: Refusal | None = None) -> grpc.GenericRpcHandler:
+    """The service's handlers over `backend`; with `refusal`, every call but the health
+    probes needs credentials it accepts (`authorization: Bearer …` metadata)."""
+    kinds = messages()
+
+    async def live(_request: Any) -> Any:
+        return kinds["ServerLiveResponse"](live=True)
+
+    async def ready(_request: Any) -> Any:
+        return kinds["ServerReadyResponse"](ready=await backend.ready())
+
+    async def model_ready(request: Any) -> Any:
+        found = await backend.model_ready(request.name, request.version or None)
+        return kinds["ModelReadyResponse"](ready=found)
+
+    async def server_metadata(_request: Any) -> Any:
+        found = await backend.server_metadata()
+        return kinds["ServerMetadataResponse"](
+            name=found.get("name", ""),
+            version=found.get("version", ""),
+            extensions=found.get("extensions", []),
+        )
+
+    async def model_metadata(request: Any) -> Any:
+        return metadata_message(await backend.model_metadata(request.name, request.version or None))
+
+    async def infer(request: Any) -> Any:
+        if not request.model_name:
+            raise InferenceError("the request needs `model_name`")
+        body, binary = to_rest(request)
+        answer, section = await backend.infer(
+            request.model_name, request.model_version or None, body, binary
+        )
+        return from_rest(answer, section, raw=bool(request.raw_input_contents))
+
+    calls: dict[str, Callable[[Any], Awaitable[Any]]] = {
+        "ServerLive": live,
+        "ServerReady": ready,
+        "ModelReady": model_ready,
+        "ServerMetadata": server_metadata,
+        "ModelMetadata": model_metadata,
+        "ModelInfer": infer,
+    }
+    handlers = {}
+    for method, (request_type, response_type) in METHODS.items():
+        handlers[method] = grpc.unary_unary_rpc_method_handler(
+            _guarded(method, calls[method], None if method in OPEN else refusal),
+            request_deserializer=kinds[request_type].FromString,
+            response_serializer=kinds[response_type].SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+
+def _guarded(
+    method: str, call: Callable[[Any], Awaitable[Any]], refusal: Refusal | None
+) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
+    async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        if refusal is not None:
+            given = dict(context.invocation_metadata() or ()).get("authorization")
+            refused = refusal(given if isinstance(given, str) else None)
+            if refused is not None:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)
+        try:
+            return await call(request)
+        except InferenceError as exc:
+            await context.abort(CODES.get(exc.status, grpc.StatusCode.INTERNAL), exc.message)
+        except Exception as exc:  # never a traceback to the caller: the error's kind only
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
+
+    handler.__name__ = method
+    return handler
+
+
+def server() -> grpc.aio.Server:
+    """A gRPC server that takes messages as large as the REST endpoints do."""
+    return grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+            ("grpc.so_reuseport", 0),
+        ]
+    )
