@@ -4,6 +4,8 @@ header value of the server's."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import socket
 import subprocess
@@ -101,3 +103,81 @@ def test_request_smuggling_shapes_get_400_and_a_closed_connection(
     assert answer.startswith(b"HTTP/1.1 400"), answer
     assert after == b""
     assert b"Traceback" not in (tmp_path / "gateway.log").read_bytes()
+
+
+def slow_model(path: Path) -> None:
+    """An ONNX model that takes a while per request: 48 chained 384×384 products."""
+    import numpy as np
+    from onnx import helper, numpy_helper, save
+
+    weight = numpy_helper.from_array(
+        np.random.default_rng(0).random((384, 384), dtype=np.float32) / 384, name="w"
+    )
+    names = ["x", *(f"h{i}" for i in range(48))]
+    nodes = [helper.make_node("MatMul", [a, "w"], [b]) for a, b in itertools.pairwise(names)]
+    nodes.append(helper.make_node("Identity", [names[-1]], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "slow",
+        [helper.make_tensor_value_info("x", 1, [None, 384])],
+        [helper.make_tensor_value_info("y", 1, [None, 384])],
+        initializer=[weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    save(model, str(path))
+
+
+def test_overload_is_refused_with_retry_after_not_left_waiting(tmp_path: Path) -> None:
+    """One replica taking one request at a time, a line of two: of a burst of 16 requests,
+    those with no room are answered at once with 503 and Retry-After; the rest are served,
+    each with its own answer; the refusals are counted."""
+    import asyncio
+
+    model = tmp_path / "model-v1"
+    model.mkdir()
+    slow_model(model / "model.onnx")
+    port = free_port()
+    DeploymentSpec(
+        name="slow", model_dir=str(model), model_version="1", port=port,
+        max_inflight_per_replica=1, max_queue=2, queue_timeout_s=30,
+    ).write(tmp_path)  # fmt: skip
+    write_private(tmp_path / ACCESS, render(True, {}))
+    log = (tmp_path / "gateway.log").open("wb")
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "loom.serving.gateway", str(tmp_path)], stdout=log, stderr=log
+    )
+    url = f"http://127.0.0.1:{port}"
+    body = {"inputs": [{"name": "x", "shape": [64, 384], "datatype": "FP32",
+                        "data": [0.5] * (64 * 384)}]}  # fmt: skip
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            return await asyncio.gather(
+                *(client.post(f"{url}/v2/models/slow/infer", json=body) for _ in range(16))
+            )
+
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{url}/v2/models/slow/ready").status_code == 200:
+                    break
+            time.sleep(0.2)
+        answers = asyncio.run(burst())
+        metrics = httpx.get(f"{url}/metrics").text
+    finally:
+        gateway.terminate()
+        gateway.wait(30)
+    busy = [a for a in answers if a.status_code == 503]
+    served = [a for a in answers if a.status_code == 200]
+    assert len(busy) + len(served) == 16
+    assert busy and len(served) >= 3  # the one running and the two in line at least
+    for answer in busy:
+        assert answer.headers["retry-after"] == "1"
+        assert answer.json()["error"].startswith("busy: 2 requests are waiting already")
+    first = served[0].json()["outputs"][0]
+    assert all(a.json()["outputs"][0] == first for a in served)
+    assert (
+        f'loom_deployment_requests_total{{code="503",deployment="slow"}} {len(busy)}.0' in metrics
+    )

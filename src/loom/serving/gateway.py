@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import ssl
@@ -32,6 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from loom.serving import gateway_grpc
 from loom.serving.access import ACCESS, AccessList
+from loom.serving.admission import Admission, Busy
 from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE, histogram, relabelled, render
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
@@ -85,6 +87,17 @@ class Gateway:
         self.access.refresh(force=True)
         self.tls: ssl.SSLContext | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.admission = Admission(
+            self.capacity, max_wait_s=spec.queue_timeout_s, max_line=spec.max_queue
+        )
+
+    def capacity(self) -> int:
+        """Requests the ready replicas take at once."""
+        spec = self.spec
+        each = spec.max_inflight_per_replica or max(
+            2 * math.ceil(spec.target_concurrency), spec.batch_size
+        )
+        return each * sum(1 for r in self.replicas if r.state == "ready")
 
     # -- serving -----------------------------------------------------------------------------
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -146,9 +159,16 @@ class Gateway:
         self.inflight += 1
         self.autoscaler.started(started)
         status, replica_id = 502, None
+        entered = False
         try:
+            await self.admission.enter()
+            entered = True
             response, replica_id = await self.send(request, started)
             status = response.status
+        except Busy as exc:
+            status = 503
+            response = _answer(503, orjson.dumps({"error": f"busy: {exc.message}; retry"}))
+            response.headers.append((b"retry-after", b"%d" % exc.retry_after_s))
         except _Refused as exc:
             status = exc.status
             response = _answer(status, orjson.dumps({"error": exc.message}))
@@ -157,6 +177,8 @@ class Gateway:
             status = 502
             response = _answer(502, orjson.dumps({"error": f"gateway error: {type(exc).__name__}"}))
         finally:
+            if entered:
+                self.admission.leave()
             self.inflight -= 1
             elapsed = time.monotonic() - started
             self.latency.observe(elapsed)
@@ -268,6 +290,7 @@ class Gateway:
             if cold:
                 self.cold_starts.append(replica.ready_at - replica.started_at)
             self.ready.set()
+            self.admission.wake()  # more room for those in line
             return
         assert replica.process is not None
         code = replica.process.returncode
@@ -351,6 +374,8 @@ class Gateway:
             print(f"spec not reloaded: {exc}", file=sys.stderr, flush=True)
             return
         self.autoscaler.policy = policy(self.spec)
+        self.admission.max_wait_s = self.spec.queue_timeout_s
+        self.admission.max_line = self.spec.max_queue
         self.backoff_until, self.failures = 0.0, 0
         if self.tls is not None:  # a renewed certificate, same files
             try:
@@ -401,6 +426,7 @@ class Gateway:
             ],
             "keys_used": dict(self.access.used),
             "inflight": self.inflight,
+            "waiting": self.admission.waiting,
             "requests": sum(self.requests.values()),
             "restarts": self.restarts,
             "cold_starts": len(self.cold_starts),
@@ -435,6 +461,12 @@ class Gateway:
             requests,
             latency,
             _gauge("loom_deployment_inflight_requests", "Requests in flight", name, self.inflight),
+            _gauge(
+                "loom_deployment_waiting_requests",
+                "Requests in line for a free replica",
+                name,
+                self.admission.waiting,
+            ),
             replicas,
             _counter("loom_deployment_replica_restarts", "Replicas replaced", name, self.restarts),
             _gauge("loom_deployment_cold_start_seconds", "The last cold start", name, last),
