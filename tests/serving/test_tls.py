@@ -89,6 +89,23 @@ def test_the_api_and_a_gateway_serve_https(https: tuple[Server, Certificates]) -
         with pytest.raises(httpx.TransportError):
             httpx.get(url.replace("https://", "http://"), timeout=5)
     assert '"url": "https://' in (server.home / "server.json").read_text()
+    _grpc_over_tls(found["grpc_endpoint"], certs.ca, headers["Authorization"])
+
+
+def _grpc_over_tls(address: str, ca: Path, authorization: str) -> None:
+    """The gRPC port speaks TLS with the same certificate: a client trusting the CA gets its
+    answer; a plaintext one gets none."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    secure = grpcclient.InferenceServerClient(address, ssl=True, root_certificates=str(ca))
+    tensor = grpcclient.InferInput("image", [1, 1, 8, 8], "FP32")
+    tensor.set_data_from_numpy(np.zeros((1, 1, 8, 8), dtype=np.float32))
+    result = secure.infer("secure", [tensor], headers={"authorization": authorization})
+    assert result.as_numpy("logits").shape == (1, 10)
+    with pytest.raises(InferenceServerException):
+        grpcclient.InferenceServerClient(address).is_server_live(client_timeout=5)
 
 
 def test_a_gateway_from_before_serves_https_after_a_restart(
