@@ -66,6 +66,14 @@ def _replicas(found: dict[str, Any]) -> str:
 def _print(found: dict[str, Any]) -> None:
     console.print(f"[bold]{found['name']}[/bold]: {found['state']}")
     console.print(f"  model      {found['model']} version {found['model_version']}")
+    if found.get("canary"):
+        canary = found["canary"]
+        console.print(
+            f"  canary     version {canary['version']} for {canary['percent']:g}% of requests"
+        )
+    if len(found.get("requests_by_version") or {}) > 1:
+        counts = ", ".join(f"v{v}: {n}" for v, n in sorted(found["requests_by_version"].items()))
+        console.print(f"  requests   {counts}")
     console.print(
         f"  replicas   {_replicas(found)} (min {found['min_replicas']}, "
         f"max {found['max_replicas']}, target {found['target_concurrency']:g} in flight each)"
@@ -198,10 +206,27 @@ def update(
         bool | None,
         typer.Option("--public/--private", help="answer without a token, or only with one"),
     ] = None,
+    canary: Annotated[
+        str | None,
+        typer.Option(help="serve this version (number, alias or latest) to --percent of requests"),
+    ] = None,
+    percent: Annotated[
+        float | None,
+        typer.Option(min=0, max=100, help="the canary's share of requests (default 10)"),
+    ] = None,
+    promote: Annotated[
+        bool, typer.Option("--promote", help="the canary becomes the version served")
+    ] = False,
+    rollback: Annotated[bool, typer.Option("--rollback", help="remove the canary")] = False,
 ) -> None:
-    """Change replicas, batching, the model version (rolled out without dropping requests), or
-    whether it answers without a token."""
+    """Change replicas, batching, the model version (rolled out without dropping requests),
+    whether it answers without a token, or its canary: `--canary 3 --percent 10`, then
+    `--promote` or `--rollback`."""
     changes = _options(
+        canary=canary,
+        canary_percent=percent,
+        promote=promote or None,
+        rollback=rollback or None,
         version=version,
         min_replicas=min_replicas,
         max_replicas=max_replicas,
@@ -214,7 +239,8 @@ def update(
     )
     if not changes:
         raise typer.BadParameter(
-            "nothing to change: give --version, a scaling option, --public or --private"
+            "nothing to change: give --version, a scaling option, --public or --private, or "
+            "--canary/--percent/--promote/--rollback"
         )
     with client() as loom:
         found = loom.update_deployment(name, **changes)

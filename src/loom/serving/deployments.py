@@ -44,6 +44,7 @@ log = logging.getLogger("loom.serving")
 
 SUPERVISE_S = 2.0
 STALE_STATUS_S = 10.0
+DEFAULT_CANARY_PERCENT = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,17 @@ class Scaling:
                 field="max_replicas",
             )
         return replace(self, max_replicas=top)
+
+
+@dataclass(frozen=True)
+class CanaryChange:
+    """Start a canary (`ref`: a version, alias or latest) or change its share (`percent`);
+    or promote it to the version served; or roll it back."""
+
+    ref: str | None = None
+    percent: float | None = None
+    promote: bool = False
+    rollback: bool = False
 
 
 class Deployments:
@@ -169,9 +181,12 @@ class Deployments:
         ref: str | None,
         *,
         public: bool | None = None,
+        canary: CanaryChange | None = None,
     ) -> dict[str, Any]:
         """New scaling, batching or model version; the gateway rolls replicas over without
-        dropping a request. Made public or private, it answers accordingly within a second."""
+        dropping a request. Made public or private, it answers accordingly within a second.
+        A canary serves another version to a share of requests, until promoted (it becomes
+        the version served) or rolled back."""
         with self._lock, self.db.session() as session:
             row = self._row(owner, name, session)
             current = Scaling(**_columns_of(row))
@@ -188,12 +203,55 @@ class Deployments:
                     self._materialize(row, version)
             if public is not None:
                 row.public = public
+            if canary is not None:
+                if ref is not None:
+                    raise InvalidInput(
+                        "version: roll out a version, or change the canary, not both at once",
+                        field="version",
+                    )
+                self._canary(row, canary)
             row.updated_at = time.time()
         with _without_paths(f"deployment {name!r} could not be updated"):
             self.access.sync(row, self.folder(row))
             self._write_spec(row)
         self._signal(row, signal.SIGHUP)
         return self.view(row)
+
+    def _canary(self, row: Deployment, change: CanaryChange) -> None:
+        if sum([change.ref is not None or change.percent is not None, change.promote,
+                change.rollback]) > 1:  # fmt: skip
+            raise InvalidInput(
+                "canary: start or change a canary, promote it, or roll it back: one at a time",
+                field="canary",
+            )
+        if change.promote or change.rollback:
+            if row.canary_version is None:
+                what = "promote" if change.promote else "roll back"
+                raise Conflict(f"deployment {row.name!r} has no canary to {what}")
+            if change.promote:
+                row.model_version = row.canary_version
+                row.model_ref = str(row.canary_version)
+            row.canary_version, row.canary_percent = None, None
+            return
+        if change.ref is None:
+            if row.canary_version is None:
+                raise InvalidInput(
+                    f"canary_percent: deployment {row.name!r} has no canary; give its version "
+                    "(canary) too",
+                    field="canary_percent",
+                )
+        else:
+            version = self.registry.version(row.owner_id, row.model_name, change.ref)
+            if version.version == row.model_version:
+                raise InvalidInput(
+                    f"canary: version {version.version} is the version served already",
+                    field="canary",
+                )
+            with _without_paths(f"deployment {row.name!r}: the canary's files could not be copied"):
+                self._materialize(row, version, version.version)
+            row.canary_version = version.version
+        percent = change.percent if change.percent is not None else row.canary_percent
+        row.canary_percent = DEFAULT_CANARY_PERCENT if percent is None else percent
 
     def delete(self, owner: str, name: str, timeout_s: float = 60.0) -> None:
         """Drain and stop the gateway and its replicas, then forget the deployment."""
@@ -220,7 +278,11 @@ class Deployments:
                 Deployment.owner_id == owner, Deployment.model_name == model
             )
             rows = session.scalars(query)
-            return [r.name for r in rows if version is None or r.model_version == version]
+            return [
+                r.name
+                for r in rows
+                if version is None or version in (r.model_version, r.canary_version)
+            ]
 
     def _row(self, owner: str, name: str, session: Session | None = None) -> Deployment:
         query = select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
@@ -279,6 +341,12 @@ class Deployments:
             "model_ref": row.model_ref,
             "model_version": row.model_version,
             "serving_version": status.get("model_version"),
+            "canary": (
+                {"version": row.canary_version, "percent": row.canary_percent}
+                if row.canary_version is not None
+                else None
+            ),
+            "requests_by_version": status.get("requests_by_version", {}),
             "state": state,
             "message": redact_paths(
                 status.get("message") or ("" if alive else self._gateway_tail(row))
@@ -305,14 +373,17 @@ class Deployments:
     def folder(self, row: Deployment) -> Path:
         return self.root / row.id
 
-    def _materialize(self, row: Deployment, version: ModelVersion | None = None) -> None:
-        """The version's files, copied into the deployment's folder (so that serving goes on
-        whatever later happens to the registry)."""
-        target = self.folder(row) / f"model-v{row.model_version}"
+    def _materialize(
+        self, row: Deployment, version: ModelVersion | None = None, number: int | None = None
+    ) -> None:
+        """The version's files (the one served, or `number`), copied into the deployment's
+        folder (so that serving goes on whatever later happens to the registry)."""
+        number = number or row.model_version
+        target = self.folder(row) / f"model-v{number}"
         if target.is_dir():
             return
         if version is None:
-            version = self.registry.version(row.owner_id, row.model_name, str(row.model_version))
+            version = self.registry.version(row.owner_id, row.model_name, str(number))
         digests = {entry["path"]: entry["digest"] for entry in version.files}
         try:
             model_file(digests, lambda name: self._small(version.files, name))
@@ -343,6 +414,11 @@ class Deployments:
             host=self.host,
             port=row.port,
             grpc_port=row.grpc_port,
+            canary_model_dir=(
+                str(self.folder(row) / f"model-v{row.canary_version}") if row.canary_version else ""
+            ),
+            canary_version=str(row.canary_version or ""),
+            canary_percent=row.canary_percent or 0.0,
             certfile=self.tls.certfile if self.tls else "",
             keyfile=self.tls.keyfile if self.tls else "",
             sandbox=self.sandbox.replica_section(row.id),

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import math
 import os
+import random
 import signal
 import ssl
 import sys
@@ -38,7 +39,15 @@ from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE, histogram, relabelled, render
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
 from loom.serving.observe import Histogram, RequestLog
-from loom.serving.replicas import Replica, ReplicaGone, generation, private_sockets, socket_path
+from loom.serving.replicas import (
+    Generation,
+    Replica,
+    ReplicaGone,
+    canary_generation,
+    generation,
+    private_sockets,
+    socket_path,
+)
 from loom.serving.spec import PID, SPEC, STATUS, DeploymentSpec, redact_paths, write_atomic
 
 TICK_S = 0.1
@@ -75,6 +84,7 @@ class Gateway:
         self.desired = spec.min_replicas
         self.inflight = 0
         self.requests: dict[int, int] = {}
+        self.by_version: dict[tuple[str, int], int] = {}  # (version, status) → requests
         self.latency = Histogram()
         self.restarts = 0
         self.failures = 0
@@ -163,8 +173,10 @@ class Gateway:
         try:
             await self.admission.enter()
             entered = True
-            response, replica_id = await self.send(request, started)
-            status = response.status
+            response, replica = await self.send(request, started)
+            status, replica_id = response.status, replica.id
+            key = (replica.version, status)
+            self.by_version[key] = self.by_version.get(key, 0) + 1
         except Busy as exc:
             status = 503
             response = _answer(503, orjson.dumps({"error": f"busy: {exc.message}; retry"}))
@@ -195,22 +207,34 @@ class Gateway:
             )
         return response
 
-    async def send(self, request: Message, started: float) -> tuple[Message, int]:
-        """To the least busy ready replica; once more to another if that one dies first."""
+    async def send(self, request: Message, started: float) -> tuple[Message, Replica]:
+        """To the least busy ready replica of the track the request falls to (the canary's
+        share, or the rest); once more to another if that one dies first."""
         failed: set[Replica] = set()
+        canary = canary_generation(self.spec)
+        to_canary = canary is not None and random.random() * 100 < self.spec.canary_percent
         for attempt in range(2):
-            replica = await self.pick(started, avoid=failed)
+            replica = await self.pick(started, avoid=failed, canary=canary, to_canary=to_canary)
             try:
-                return await replica.exchange(request), replica.id
+                return await replica.exchange(request), replica
             except ReplicaGone as exc:
                 failed.add(replica)
                 if attempt == 1:
                     raise _Refused(502, f"replica {replica.id} failed: {exc}") from exc
         raise AssertionError("unreachable")
 
-    async def pick(self, started: float, avoid: Collection[Replica] = ()) -> Replica:
+    async def pick(
+        self,
+        started: float,
+        avoid: Collection[Replica] = (),
+        canary: Generation | None = None,
+        to_canary: bool = False,
+    ) -> Replica:
         while True:
             ready = [r for r in self.replicas if r.state == "ready" and r not in avoid]
+            if canary is not None:  # its track's replicas, if it has one ready; else any
+                track = [r for r in ready if (r.generation == canary) == to_canary]
+                ready = track or ready
             if ready:
                 return min(ready, key=lambda r: (r.inflight, r.id))
             if self.stopping.is_set():
@@ -230,29 +254,46 @@ class Gateway:
         """Start and drain replicas towards what the autoscaler wants; roll out a new spec."""
         if self.stopping.is_set():
             return
-        current = generation(self.spec)
         active = [r for r in self.replicas if r.state in ("starting", "ready")]
-        fresh = [r for r in active if r.generation == current]
         desired = max(self.autoscaler.desired(now, len(active)), wanted_now)
         desired = min(desired, self.spec.max_replicas)
         self.desired = desired
-        if len(fresh) < desired and now >= self.backoff_until:
-            for _ in range(desired - len(fresh)):
-                self.start_replica()
-        stale = [r for r in active if r.generation != current]
-        ready_fresh = sum(1 for r in fresh if r.state == "ready")
-        if stale and ready_fresh >= max(desired, 1):
+        pools = self.pools(desired)
+        for wanted, count in pools.items():
+            fresh = [r for r in active if r.generation == wanted]
+            if len(fresh) < count and now >= self.backoff_until:
+                for _ in range(count - len(fresh)):
+                    self.start_replica(wanted)
+        stale = [r for r in active if r.generation not in pools]
+        if stale and all(
+            sum(1 for r in active if r.generation == wanted and r.state == "ready") >= max(count, 1)
+            for wanted, count in pools.items()
+        ):
             for replica in stale:
                 self.retire(replica)
-        surplus = len(fresh) - desired
-        if surplus > 0 and not stale:
+        if stale:
+            return
+        for wanted, count in pools.items():
+            fresh = [r for r in active if r.generation == wanted]
+            surplus = len(fresh) - count
             for replica in sorted(fresh, key=lambda r: (r.state == "ready", r.inflight, -r.id)):
-                if surplus == 0:
+                if surplus <= 0:
                     break
                 self.retire(replica)
                 surplus -= 1
 
-    def start_replica(self) -> Replica:
+    def pools(self, desired: int) -> dict[Generation, int]:
+        """How many replicas each version wants: the canary its share of `desired` (at least
+        one while any is wanted), the main version the rest (at least one too)."""
+        main = generation(self.spec)
+        canary = canary_generation(self.spec)
+        if canary is None or canary == main:
+            return {main: desired}
+        share = math.ceil(desired * self.spec.canary_percent / 100) if desired else 0
+        share = min(max(share, 1 if desired else 0), desired)
+        return {main: max(desired - share, 1 if desired else 0), canary: share}
+
+    def start_replica(self, serves: Generation | None = None) -> Replica:
         kind = Replica
         if self.spec.ray_address:  # on the cluster's nodes
             from loom.serving.ray_replicas import RayReplica
@@ -261,7 +302,7 @@ class Gateway:
         replica = kind(
             id=self.next_id,
             socket=socket_path(self.next_id),
-            generation=generation(self.spec),
+            generation=serves or generation(self.spec),
             log=self.folder / f"replica-{self.next_id}.log",
         )
         self.next_id += 1
@@ -419,6 +460,12 @@ class Gateway:
             "endpoint": f"{'https' if self.tls else 'http'}://{self.spec.host}:{self.port}",
             "grpc_port": self.grpc_port,
             "model_version": self.spec.model_version,
+            "canary": (
+                {"version": self.spec.canary_version, "percent": self.spec.canary_percent}
+                if self.spec.canary_model_dir
+                else None
+            ),
+            "requests_by_version": self._by_version(),
             "replicas": {**counts, "desired": self.desired},
             "replica_list": [
                 {"id": r.id, "pid": r.pid, "state": r.state, "version": r.version}
@@ -444,6 +491,13 @@ class Gateway:
         )
         for code, count in sorted(self.requests.items()):
             requests.add_metric([name, str(code)], count)
+        versions = CounterMetricFamily(
+            "loom_deployment_version_requests",
+            "Requests a replica answered, by the model version it serves and status code",
+            labels=["deployment", "version", "code"],
+        )
+        for (version, code), count in sorted(self.by_version.items()):
+            versions.add_metric([name, version, str(code)], count)
         latency = histogram(
             "loom_deployment_request_duration_seconds",
             "Time from a request's arrival to its answer",
@@ -459,6 +513,7 @@ class Gateway:
         last = self.cold_starts[-1] if self.cold_starts else 0.0
         own = [
             requests,
+            versions,
             latency,
             _gauge("loom_deployment_inflight_requests", "Requests in flight", name, self.inflight),
             _gauge(
@@ -472,6 +527,12 @@ class Gateway:
             _gauge("loom_deployment_cold_start_seconds", "The last cold start", name, last),
         ]
         return render(own + relabelled(await self._replica_metrics(name)))
+
+    def _by_version(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for (version, _code), count in self.by_version.items():
+            counts[version] = counts.get(version, 0) + count
+        return counts
 
     async def _replica_metrics(self, name: str) -> list[tuple[str, dict[str, str]]]:
         """Each ready replica's own metrics (batches, batch sizes), with the labels to add."""

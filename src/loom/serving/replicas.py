@@ -80,9 +80,19 @@ def tail(log: Path, count: int) -> str:
     return " | ".join(lines[-count:])
 
 
-def generation(spec: DeploymentSpec) -> tuple[str, str, int, float]:
+Generation = tuple[str, str, int, float]
+
+
+def generation(spec: DeploymentSpec) -> Generation:
     """What a replica serves and how; a replica of another generation is replaced."""
     return (spec.model_dir, spec.model_version, spec.batch_size, spec.batch_wait_ms)
+
+
+def canary_generation(spec: DeploymentSpec) -> Generation | None:
+    """What the canary's replicas serve, when the deployment has one."""
+    if not spec.canary_model_dir:
+        return None
+    return (spec.canary_model_dir, spec.canary_version, spec.batch_size, spec.batch_wait_ms)
 
 
 @dataclass(eq=False)

@@ -33,6 +33,10 @@ class DeploymentSpec:
     model_version: str
     host: str = "127.0.0.1"
     port: int = 0
+    # a canary: another version's folder and version, taking this share of requests
+    canary_model_dir: str = ""
+    canary_version: str = ""
+    canary_percent: float = 0.0
     grpc_port: int | None = None  # the V2 gRPC endpoint's port (0: any); None: REST only
     min_replicas: int = 1
     max_replicas: int = 1

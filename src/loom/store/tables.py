@@ -261,6 +261,8 @@ class Deployment(Base):
     model_version: Mapped[int] = mapped_column(Integer)
     port: Mapped[int] = mapped_column(Integer, unique=True)
     grpc_port: Mapped[int | None] = mapped_column(Integer, unique=True)  # the V2 gRPC endpoint
+    canary_version: Mapped[int | None] = mapped_column(Integer)  # served beside model_version
+    canary_percent: Mapped[float | None] = mapped_column(Float)  # its share of requests
     min_replicas: Mapped[int] = mapped_column(Integer)
     max_replicas: Mapped[int] = mapped_column(Integer)
     target_concurrency: Mapped[float] = mapped_column(Float)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import PRINTABLE, iso
-from loom.serving.deployments import Scaling
+from loom.serving.deployments import CanaryChange, Scaling
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 
@@ -55,6 +55,19 @@ class DeploymentPatch(ScalingIn):
         None
     )
     public: bool | None = None
+    canary: Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE)] | int | None = (
+        Field(default=None, description="serve this version to canary_percent of requests")
+    )
+    canary_percent: Annotated[float, Field(ge=0, le=100)] | None = None
+    promote: bool = Field(default=False, description="the canary becomes the version served")
+    rollback: bool = Field(default=False, description="the canary is removed")
+
+    def canary_change(self) -> CanaryChange | None:
+        given = self.canary is not None or self.canary_percent is not None
+        if not (given or self.promote or self.rollback):
+            return None
+        ref = None if self.canary is None else str(self.canary)
+        return CanaryChange(ref, self.canary_percent, self.promote, self.rollback)
 
 
 class KeyIn(BaseModel):
@@ -103,8 +116,10 @@ def update(
     replica by replica, with no request dropped), or whether it is public."""
     changes = body.scaling()
     ref = None if body.version is None else str(body.version)
-    view = loom.deployments.update(user.id, name, changes, ref, public=body.public)
-    audit("deployment.update", name, version=ref, public=body.public, **changes)
+    canary = body.canary_change()
+    view = loom.deployments.update(user.id, name, changes, ref, public=body.public, canary=canary)
+    said = {} if canary is None else {"canary": _said(canary)}
+    audit("deployment.update", name, version=ref, public=body.public, **changes, **said)
     return shown(view)
 
 
@@ -113,6 +128,14 @@ def delete(name: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> None
     """Drain in-flight requests, stop the replicas and the endpoint."""
     loom.deployments.delete(user.id, name)
     audit("deployment.delete", name)
+
+
+def _said(change: CanaryChange) -> str:
+    if change.promote:
+        return "promote"
+    if change.rollback:
+        return "rollback"
+    return f"{change.ref or 'same'} at {change.percent if change.percent is not None else '-'}%"
 
 
 def key_shown(key: dict[str, Any]) -> dict[str, Any]:
