@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from loom.serving import gateway_grpc
+from loom.serving import gateway_grpc, gateway_metrics
 from loom.serving.access import ACCESS, AccessList
 from loom.serving.admission import Admission, Busy
 from loom.serving.autoscale import Autoscaler, Policy
-from loom.serving.exposition import CONTENT_TYPE, histogram, relabelled, render
+from loom.serving.exposition import CONTENT_TYPE
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
 from loom.serving.observe import Histogram, RequestLog
 from loom.serving.replicas import (
@@ -465,7 +464,7 @@ class Gateway:
                 if self.spec.canary_model_dir
                 else None
             ),
-            "requests_by_version": self._by_version(),
+            "requests_by_version": gateway_metrics.by_version(self),
             "replicas": {**counts, "desired": self.desired},
             "replica_list": [
                 {"id": r.id, "pid": r.pid, "state": r.state, "version": r.version}
@@ -482,80 +481,7 @@ class Gateway:
         }
 
     async def prometheus(self) -> bytes:
-        """The deployment's own metrics, then its ready replicas' (labelled with the replica)."""
-        name = self.spec.name
-        requests = CounterMetricFamily(
-            "loom_deployment_requests",
-            "Requests the deployment answered, by status code",
-            labels=["deployment", "code"],
-        )
-        for code, count in sorted(self.requests.items()):
-            requests.add_metric([name, str(code)], count)
-        versions = CounterMetricFamily(
-            "loom_deployment_version_requests",
-            "Requests a replica answered, by the model version it serves and status code",
-            labels=["deployment", "version", "code"],
-        )
-        for (version, code), count in sorted(self.by_version.items()):
-            versions.add_metric([name, version, str(code)], count)
-        latency = histogram(
-            "loom_deployment_request_duration_seconds",
-            "Time from a request's arrival to its answer",
-            ["deployment"],
-            [([name], self.latency)],
-        )
-        replicas = GaugeMetricFamily(
-            "loom_deployment_replicas", "Replicas by state", labels=["deployment", "state"]
-        )
-        status = self.status()
-        for state in ("ready", "starting", "draining", "desired"):
-            replicas.add_metric([name, state], status["replicas"][state])
-        last = self.cold_starts[-1] if self.cold_starts else 0.0
-        own = [
-            requests,
-            versions,
-            latency,
-            _gauge("loom_deployment_inflight_requests", "Requests in flight", name, self.inflight),
-            _gauge(
-                "loom_deployment_waiting_requests",
-                "Requests in line for a free replica",
-                name,
-                self.admission.waiting,
-            ),
-            replicas,
-            _counter("loom_deployment_replica_restarts", "Replicas replaced", name, self.restarts),
-            _gauge("loom_deployment_cold_start_seconds", "The last cold start", name, last),
-        ]
-        return render(own + relabelled(await self._replica_metrics(name)))
-
-    def _by_version(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for (version, _code), count in self.by_version.items():
-            counts[version] = counts.get(version, 0) + count
-        return counts
-
-    async def _replica_metrics(self, name: str) -> list[tuple[str, dict[str, str]]]:
-        """Each ready replica's own metrics (batches, batch sizes), with the labels to add."""
-        probe = Message([b"GET", b"/metrics"], [(b"host", b"replica")])
-        out = []
-        for replica in [r for r in self.replicas if r.state == "ready"]:
-            with contextlib.suppress(ReplicaGone):
-                response = await replica.exchange(probe, count=False)
-                text = response.body.decode("utf-8", "replace")
-                out.append((text, {"deployment": name, "replica": str(replica.id)}))
-        return out
-
-
-def _gauge(name: str, documentation: str, deployment: str, value: float) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, documentation, labels=["deployment"])
-    family.add_metric([deployment], value)
-    return family
-
-
-def _counter(name: str, documentation: str, deployment: str, value: float) -> CounterMetricFamily:
-    family = CounterMetricFamily(name, documentation, labels=["deployment"])
-    family.add_metric([deployment], value)
-    return family
+        return await gateway_metrics.prometheus(self)
 
 
 def _answer(status: int, body: bytes) -> Message:
