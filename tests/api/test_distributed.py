@@ -94,6 +94,7 @@ def test_horovod_learners_share_a_hostfile(server: Server) -> None:
 
 
 @pytest.mark.slow
+@database_free
 def test_ddp_digits_two_learners_match_one(server: Server) -> None:
     """The digits example with 2 DDP learners reaches the accuracy of 1; both ranks trained."""
     example = ROOT / "examples" / "digits-pytorch"
@@ -118,6 +119,7 @@ def test_ddp_digits_two_learners_match_one(server: Server) -> None:
     assert abs(accuracy[2] - accuracy[1]) <= 0.03
 
 
+@database_free
 def test_gpus_are_assigned_distinct_devices(tmp_path: Path) -> None:
     """On a platform with 4 GPUs, a 2-learner job of 1 GPU each and another 2-GPU job see
     distinct devices through CUDA_VISIBLE_DEVICES, and GPU_COUNT matches."""

@@ -14,6 +14,7 @@ from loom.store import users as user_rows
 from loom.store.db import Database
 from tests.conftest import (
     Server,
+    database_free,
     eventually,
     make_zip,
     manifest,
@@ -150,6 +151,7 @@ def test_exit_code_policy_does_not_retry_a_program_error(server: Server) -> None
 
 
 @pytest.mark.parametrize("isolation", ["auto", "off"])
+@database_free
 def test_memory_hog_is_stopped_with_the_memory_error(tmp_path: Path, isolation: str) -> None:
     """A learner that grows past its manifest memory is stopped with C202 and a message that
     says so: by its cgroup in a sandbox, by the wrapper's own watch when unconfined (which

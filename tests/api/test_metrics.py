@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, make_zip, manifest, wait_for_state
+from tests.conftest import Server, database_free, make_zip, manifest, wait_for_state
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +31,7 @@ def points(client: LoomClient, job_id: str) -> list[tuple[str, int | None, dict[
     return [(p["group"], p["step"], p["values"]) for p in found]
 
 
+@database_free
 def test_tensorboard_collector(server: Server) -> None:
     """Scalars written with torch.utils.tensorboard become one point per step, grouped by
     folder, picked up while the job runs."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import ROOT, Server, make_zip, manifest, wait_for_state
+from tests.conftest import ROOT, Server, database_free, make_zip, manifest, wait_for_state
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +30,7 @@ def digits_job(client: LoomClient, learning_rate: float, epochs: int) -> str:
 
 
 @pytest.mark.slow
+@database_free
 def test_two_runs_two_versions_best_and_onnx_matches_torchscript(
     server: Server, tmp_path: Path
 ) -> None:
