@@ -317,10 +317,13 @@ def save_sklearn_model(
     """Save a fitted scikit-learn model (or pipeline) as ONNX (`model.onnx`, converted by
     skl2onnx in the job's environment) with `signature.json`: served by ONNX Runtime, never
     unpickled by the platform. A classifier's outputs are `label` and `probabilities`.
+    XGBoost's and LightGBM's scikit-learn models (`XGBClassifier`, `LGBMRegressor`, …, alone or
+    ending a pipeline) are converted the same way, by onnxmltools' converters.
 
     `example_input` is a 2-D array of samples; its width defines the (float32) input. Under
     Loom it goes to `$RESULT_DIR/model/`; elsewhere to `directory` or `./model`. The job's
-    environment needs `skl2onnx` (`environment: {pip: [skl2onnx]}`).
+    environment needs `skl2onnx` (`environment: {pip: [skl2onnx]}`), and `onnxmltools` for
+    XGBoost or LightGBM.
     """
     import numpy as np
     import onnxruntime
@@ -336,10 +339,12 @@ def save_sklearn_model(
 
     final = model.steps[-1][1] if hasattr(model, "steps") else model  # a pipeline's classifier
     options = {id(final): {"zipmap": False}} if is_classifier(final) else None
+    booster = _register_booster(final)
     converted = to_onnx(
         model,
         initial_types=[(input_name, FloatTensorType([None, example.shape[1]]))],
         options=options,
+        target_opset={"": 17, "ai.onnx.ml": 3} if booster else None,
     )
     _rename_outputs(converted, {"output_label": "label", "output_probability": "probabilities"})
     (target / "model.onnx").write_bytes(converted.SerializeToString())
@@ -353,6 +358,46 @@ def save_sklearn_model(
     }
     (target / "signature.json").write_text(json.dumps(signature, indent=2))
     return target
+
+
+def _register_booster(final: Any) -> bool:
+    """Teach skl2onnx an XGBoost or LightGBM model, with onnxmltools' converters; False for
+    anything else. A bare `Booster` (from `xgboost.train`) has no scikit-learn face: say so."""
+    module = type(final).__module__.split(".")[0]
+    if module not in ("xgboost", "lightgbm"):
+        return False
+    name = type(final).__name__
+    if name == "Booster":
+        api = (
+            "XGBClassifier/XGBRegressor" if module == "xgboost" else "LGBMClassifier/LGBMRegressor"
+        )
+        raise TypeError(
+            f"a bare {module} Booster cannot be converted: train with the scikit-learn API ({api})"
+        )
+    from skl2onnx import update_registered_converter
+    from skl2onnx.common.shape_calculator import (
+        calculate_linear_classifier_output_shapes,
+        calculate_linear_regressor_output_shapes,
+    )
+    from sklearn.base import is_classifier
+
+    if module == "xgboost":
+        from onnxmltools.convert.xgboost.operator_converters.XGBoost import (
+            convert_xgboost as convert,
+        )
+    else:
+        from onnxmltools.convert.lightgbm.operator_converters.LightGbm import (
+            convert_lightgbm as convert,
+        )
+    classifier = is_classifier(final)
+    shapes = (
+        calculate_linear_classifier_output_shapes
+        if classifier
+        else calculate_linear_regressor_output_shapes
+    )
+    options = {"nocl": [True, False], "zipmap": [True, False, "columns"]} if classifier else None
+    update_registered_converter(type(final), f"Loom{name}", shapes, convert, options=options)
+    return True
 
 
 def _rename_outputs(model: Any, names: dict[str, str]) -> None:
