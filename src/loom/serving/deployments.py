@@ -32,6 +32,8 @@ from sqlalchemy.orm import Session
 from loom.domain.errors import Conflict, InvalidInput, NotFound, PlatformError
 from loom.launchers.confinement import SandboxPolicy
 from loom.registry.models import ModelRegistry
+from loom.serving.canary import CanaryChange
+from loom.serving.canary import apply as apply_canary
 from loom.serving.environment import serving_env
 from loom.serving.formats import MAX_MLMODEL, NotServable, model_file
 from loom.serving.keys import DeploymentAccess
@@ -44,7 +46,6 @@ log = logging.getLogger("loom.serving")
 
 SUPERVISE_S = 2.0
 STALE_STATUS_S = 10.0
-DEFAULT_CANARY_PERCENT = 10.0
 
 
 @dataclass(frozen=True)
@@ -68,17 +69,6 @@ class Scaling:
                 field="max_replicas",
             )
         return replace(self, max_replicas=top)
-
-
-@dataclass(frozen=True)
-class CanaryChange:
-    """Start a canary (`ref`: a version, alias or latest) or change its share (`percent`);
-    or promote it to the version served; or roll it back."""
-
-    ref: str | None = None
-    percent: float | None = None
-    promote: bool = False
-    rollback: bool = False
 
 
 class Deployments:
@@ -218,40 +208,14 @@ class Deployments:
         return self.view(row)
 
     def _canary(self, row: Deployment, change: CanaryChange) -> None:
-        if sum([change.ref is not None or change.percent is not None, change.promote,
-                change.rollback]) > 1:  # fmt: skip
-            raise InvalidInput(
-                "canary: start or change a canary, promote it, or roll it back: one at a time",
-                field="canary",
-            )
-        if change.promote or change.rollback:
-            if row.canary_version is None:
-                what = "promote" if change.promote else "roll back"
-                raise Conflict(f"deployment {row.name!r} has no canary to {what}")
-            if change.promote:
-                row.model_version = row.canary_version
-                row.model_ref = str(row.canary_version)
-            row.canary_version, row.canary_percent = None, None
-            return
-        if change.ref is None:
-            if row.canary_version is None:
-                raise InvalidInput(
-                    f"canary_percent: deployment {row.name!r} has no canary; give its version "
-                    "(canary) too",
-                    field="canary_percent",
-                )
-        else:
-            version = self.registry.version(row.owner_id, row.model_name, change.ref)
-            if version.version == row.model_version:
-                raise InvalidInput(
-                    f"canary: version {version.version} is the version served already",
-                    field="canary",
-                )
+        def resolve(ref: str) -> ModelVersion:
+            return self.registry.version(row.owner_id, row.model_name, ref)
+
+        def materialize(version: ModelVersion) -> None:
             with _without_paths(f"deployment {row.name!r}: the canary's files could not be copied"):
                 self._materialize(row, version, version.version)
-            row.canary_version = version.version
-        percent = change.percent if change.percent is not None else row.canary_percent
-        row.canary_percent = DEFAULT_CANARY_PERCENT if percent is None else percent
+
+        apply_canary(row, change, resolve, materialize)
 
     def delete(self, owner: str, name: str, timeout_s: float = 60.0) -> None:
         """Drain and stop the gateway and its replicas, then forget the deployment."""

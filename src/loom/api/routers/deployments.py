@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import PRINTABLE, iso
-from loom.serving.deployments import CanaryChange, Scaling
+from loom.serving.canary import CanaryChange
+from loom.serving.deployments import Scaling
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 
