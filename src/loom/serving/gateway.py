@@ -102,10 +102,8 @@ class Gateway:
 
     def capacity(self) -> int:
         """Requests the ready replicas take at once."""
-        spec = self.spec
-        each = spec.max_inflight_per_replica or max(
-            2 * math.ceil(spec.target_concurrency), spec.batch_size
-        )
+        spec = self.spec  # requests, not samples: batch_size counts samples
+        each = spec.max_inflight_per_replica or 2 * math.ceil(spec.target_concurrency)
         return each * sum(1 for r in self.replicas if r.state == "ready")
 
     # -- serving -----------------------------------------------------------------------------

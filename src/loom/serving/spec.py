@@ -48,8 +48,8 @@ class DeploymentSpec:
     certfile: str = ""  # with keyfile: serve HTTPS
     keyfile: str = ""
     ready_timeout_s: float = 120.0
-    # fair admission: requests at once per replica (0: 2 × target_concurrency, at least
-    # batch_size), then one line at the gateway, refused with 503 past this wait or length
+    # fair admission: requests at once per replica (0: 2 × target_concurrency), then one
+    # line at the gateway, refused with 503 past this wait or length
     max_inflight_per_replica: int = 0
     queue_timeout_s: float = 5.0
     max_queue: int = 1000
