@@ -4,11 +4,10 @@ the platform never loads a pickle or a booster's own file."""
 
 from __future__ import annotations
 
-import httpx
-import numpy as np
 import pytest
 
 from loom.client.archive import zip_folder
+from tests.api.test_model_formats import serves_digits_classifier
 from tests.conftest import ROOT, Server, database_free, wait_for_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, database_free]
@@ -34,28 +33,7 @@ def test_a_booster_is_served_as_onnx(server: Server, booster: str) -> None:
         client.deploy(booster, f"digits-{booster}")
         try:
             found = client.wait_deployment(booster, timeout=120)
-            from sklearn.datasets import load_digits
-
-            digits = load_digits()
-            pixels = (digits.data[-50:] / 16.0).astype(np.float32)
             auth = {"Authorization": f"Bearer {server.admin_token}"}
-            body = {"inputs": [{"name": "pixels", "shape": [50, 64], "datatype": "FP32",
-                                "data": pixels.ravel().tolist()}]}  # fmt: skip
-            answer = httpx.post(found["urls"]["v2_infer"], json=body, headers=auth, timeout=30)
-            assert answer.status_code == 200, answer.text
-            outputs = {o["name"]: o for o in answer.json()["outputs"]}
-            assert set(outputs) == {"label", "probabilities"}
-            probabilities = np.array(outputs["probabilities"]["data"]).reshape(50, 10)
-            assert np.allclose(probabilities.sum(axis=1), 1, atol=1e-4)
-            labels = np.array(outputs["label"]["data"])
-            assert float(np.mean(labels == digits.target[-50:])) > 0.85
-            v1 = httpx.post(
-                found["urls"]["v1_predict"],
-                json={"instances": pixels[:5].tolist()},
-                headers=auth,
-                timeout=30,
-            )
-            assert v1.status_code == 200, v1.text
-            assert v1.json()["predictions"] == labels[:5].tolist()
+            serves_digits_classifier(found, auth, accuracy=0.85)
         finally:
             client.delete_deployment(booster)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import numpy as np
 import pytest
@@ -29,31 +31,39 @@ def test_sklearn_pipeline_is_served_as_onnx(server: Server) -> None:
         client.deploy("sk", "digits-sklearn")
         try:
             found = client.wait_deployment("sk", timeout=120)
-            from sklearn.datasets import load_digits
-
-            digits = load_digits()
-            pixels = (digits.data[-50:] / 16.0).astype(np.float32)
             auth = {"Authorization": f"Bearer {server.admin_token}"}
-            body = {"inputs": [{"name": "pixels", "shape": [50, 64], "datatype": "FP32",
-                                "data": pixels.ravel().tolist()}]}  # fmt: skip
-            answer = httpx.post(found["urls"]["v2_infer"], json=body, headers=auth, timeout=30)
-            assert answer.status_code == 200, answer.text
-            outputs = {o["name"]: o for o in answer.json()["outputs"]}
-            assert set(outputs) == {"label", "probabilities"}
-            assert outputs["probabilities"]["shape"] == [50, 10]
-            labels = np.array(outputs["label"]["data"])
-            assert float(np.mean(labels == digits.target[-50:])) > 0.9
-            v1 = httpx.post(
-                found["urls"]["v1_predict"],
-                json={"instances": pixels[:5].tolist()},
-                headers=auth,
-                timeout=30,
-            )
-            assert v1.status_code == 200, v1.text
-            assert v1.json()["predictions"] == labels[:5].tolist()
+            serves_digits_classifier(found, auth, accuracy=0.9)
             metadata = httpx.get(f"{found['endpoint']}/v2/models/sk", headers=auth).json()
             assert metadata["inputs"] == [
                 {"name": "pixels", "datatype": "FP32", "shape": [-1, 64]}
             ], metadata
         finally:
             client.delete_deployment("sk")
+
+
+def serves_digits_classifier(found: dict[str, Any], auth: dict[str, str], accuracy: float) -> None:
+    """A deployed digits classifier (input `pixels`) answers V2 with `label` and
+    `probabilities` (rows summing to 1) at least this accurate, and V1 with the same labels."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    pixels = (digits.data[-50:] / 16.0).astype(np.float32)
+    body = {"inputs": [{"name": "pixels", "shape": [50, 64], "datatype": "FP32",
+                        "data": pixels.ravel().tolist()}]}  # fmt: skip
+    answer = httpx.post(found["urls"]["v2_infer"], json=body, headers=auth, timeout=30)
+    assert answer.status_code == 200, answer.text
+    outputs = {o["name"]: o for o in answer.json()["outputs"]}
+    assert set(outputs) == {"label", "probabilities"}
+    assert outputs["probabilities"]["shape"] == [50, 10]
+    probabilities = np.array(outputs["probabilities"]["data"]).reshape(50, 10)
+    assert np.allclose(probabilities.sum(axis=1), 1, atol=1e-4)
+    labels = np.array(outputs["label"]["data"])
+    assert float(np.mean(labels == digits.target[-50:])) > accuracy
+    v1 = httpx.post(
+        found["urls"]["v1_predict"],
+        json={"instances": pixels[:5].tolist()},
+        headers=auth,
+        timeout=30,
+    )
+    assert v1.status_code == 200, v1.text
+    assert v1.json()["predictions"] == labels[:5].tolist()
