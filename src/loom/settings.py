@@ -76,6 +76,8 @@ class Settings(BaseSettings):
         default="127.0.0.1", description="where deployments listen (0.0.0.0: every address)"
     )
     watchdog_interval_s: float = Field(default=2.0, gt=0)
+    # How often experiments are moved on (trials followed, stopped early, proposed) at most.
+    experiment_interval_s: float = Field(default=2.0, gt=0)
     server_id: str | None = Field(
         default=None,
         max_length=200,

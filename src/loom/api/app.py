@@ -19,6 +19,7 @@ from loom.api.routers import (
     admin,
     audit,
     deployments,
+    experiments,
     jobs,
     learner,
     logs,
@@ -66,7 +67,19 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
     platform.platform_metrics.read_at_scrape(
         partial(operations.jobs_by_state, platform.db), platform.leader_status
     )
-    routers = (jobs, logs, metrics, models, deployments, users, learner, transfers, admin, tokens)
+    routers = (
+        jobs,
+        experiments,
+        logs,
+        metrics,
+        models,
+        deployments,
+        users,
+        learner,
+        transfers,
+        admin,
+        tokens,
+    )
     for router in (module.router for module in (operations, *routers, audit)):
         app.include_router(router)
 

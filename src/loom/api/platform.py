@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
+from loom.hpo.service import Experiments
 from loom.launchers.base import Launcher
 from loom.launchers.confinement import SandboxPolicy
 from loom.lifecycle.isolation import Isolation, decide, sandbox_policy, with_launcher
@@ -56,6 +57,7 @@ class Platform:
     isolation: Isolation
     leadership: Leadership
     platform_metrics: PlatformMetrics
+    experiments: Experiments
     retention: Retention | None = None
     channel: Any = None  # store.notify.PgChannel on PostgreSQL
 
@@ -75,6 +77,7 @@ class Platform:
         if self.retention is not None:
             self.retention.stop()
         self.leadership.stop()
+        self.experiments.driver.stop()
         self.lifecycle.stop()
         if self.channel is not None:
             self.channel.close()
@@ -88,8 +91,10 @@ class Platform:
     def _lead(self) -> None:
         self.lifecycle.start()
         self.deployments.start()
+        self.experiments.driver.start()
 
     def _step_down(self) -> None:
+        self.experiments.driver.stop()
         self.deployments.stop()
         self.lifecycle.step_down()
 
@@ -176,7 +181,9 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         isolation,
         leadership,
         observed,
+        Experiments(settings, db, keys, artifacts, lifecycle, tds, registry),
     )
+    platform.experiments.driver.fence = leadership.fence
     leadership.on_gain, leadership.on_loss = platform._lead, platform._step_down
     lifecycle.fence = leadership.fence
     lifecycle.api_urls = lambda session: live_servers(session, settings.api_url)

@@ -153,4 +153,5 @@ def job_detail(
         "code_digest": job.code_digest,
         "params": (info or {}).get("params", {}),
         "tags": (info or {}).get("tags", {}),
+        "lineage": job.lineage,  # what made it, when not its owner directly (an experiment)
     }

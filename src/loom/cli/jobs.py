@@ -34,7 +34,7 @@ from loom.domain.states import TERMINAL_STATES
 STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "HALTED": "yellow", "QUEUED": "cyan"}
 
 
-def _zip_code(path: Path) -> bytes:
+def zip_code(path: Path) -> bytes:
     if path.is_file():
         return path.read_bytes()
     if not path.is_dir():
@@ -124,7 +124,7 @@ def train(
         raise typer.Exit(2) from exc
     with client() as loom:
         with transfer("uploading the code") as told:
-            job_id = loom.submit(text, _zip_code(code), progress=told)
+            job_id = loom.submit(text, zip_code(code), progress=told)
         if quiet:
             sys.stdout.write(job_id + "\n")
         else:

@@ -16,6 +16,7 @@ import httpx
 from loom.client import contexts
 from loom.client.accounts import AccountCalls
 from loom.client.errors import ClientError
+from loom.client.experiments import ExperimentCalls
 
 __all__ = ["ClientError", "LoomClient"]
 
@@ -90,7 +91,7 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
         raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
 
 
-class LoomClient(AccountCalls):
+class LoomClient(AccountCalls, ExperimentCalls):
     def __init__(
         self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
     ) -> None:

@@ -170,9 +170,24 @@ class LifecycleManager:
         self.wake()
 
     # -- what the API asks -------------------------------------------------------------------
-    def submit(self, owner: User, manifest: Manifest, original: dict[str, Any], code: bytes) -> Job:
+    def submit(
+        self,
+        owner: User,
+        manifest: Manifest,
+        original: dict[str, Any],
+        code: bytes,
+        *,
+        job_id: str | None = None,
+        lineage: dict[str, Any] | None = None,
+    ) -> Job:
         """Queue a job; `original` is the manifest mapping as the user wrote it. It is stored
-        with its credentials redacted; they are stored sealed."""
+        with its credentials redacted; they are stored sealed. A `job_id` chosen beforehand
+        (an experiment's trial) is submitted once: again, the job already stored is returned."""
+        if job_id is not None:
+            with self._session() as session:
+                found = job_rows.get_job(session, job_id)
+            if found is not None:
+                return found
         check_host_paths(manifest, self.settings.host_mount_roots)
         if not self.launcher.elastic:  # a cluster may grow: the queue says what it waits for
             check_fits(manifest, self.launcher.capacity())
@@ -183,7 +198,7 @@ class LifecycleManager:
         redacted, credentials = split(original)
         per = manifest.per_learner
         job = Job(
-            id=job_rows.new_job_id(),
+            id=job_id or job_rows.new_job_id(),
             owner_id=owner.id,
             name=manifest.name,
             state=JobState.QUEUED.value,
@@ -200,6 +215,7 @@ class LifecycleManager:
             attempt=0,
             halt_requested=False,
             submitted_at=time.time(),
+            lineage=lineage,
         )
         with self._queueing, self._session() as session:
             check_queue_room(session, owner, self.settings.max_queued_jobs)

@@ -76,6 +76,7 @@ class ModelRegistry:
                 files=files,
                 created_at=time.time(),
                 run_info=run_info.read(session, job.id),  # kept though the job be deleted
+                lineage=job.lineage,
             )
             session.add(version)
             session.flush()
@@ -141,6 +142,13 @@ class ModelRegistry:
         if found is None:
             raise NotFound(f"model {model.name!r} has no version {ref!r}")
         return found
+
+    def of_job(self, job_id: str) -> tuple[str, ModelVersion] | None:
+        """The model name and version a job registered, if it did."""
+        with self.db.session() as session:
+            query = select(Model.name, ModelVersion).join(Model, Model.id == ModelVersion.model_id)
+            row = session.execute(query.where(ModelVersion.job_id == job_id)).first()
+            return (row[0], row[1]) if row else None
 
     def best(self, owner: str, name: str, metric: str, mode: str) -> ModelVersion:
         """The version with the best final value of `metric` (`max` or `min`)."""

@@ -91,6 +91,9 @@ class Job(Base):
     submitted_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+    # What made the job, when not a user's own submission: an experiment's trial, with its
+    # parameters. Its model versions keep it (migration 0014).
+    lineage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class JobSecret(Base):
@@ -233,6 +236,7 @@ class ModelVersion(Base):
     created_at: Mapped[float] = mapped_column(Float)
     # The job's logged parameters and tags when the version was made: {"params": …, "tags": …}
     run_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
+    lineage: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the job's, kept
 
 
 class ModelAlias(Base):
@@ -245,6 +249,56 @@ class ModelAlias(Base):
     )
     alias: Mapped[str] = mapped_column(String(100), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
+
+
+class Experiment(Base):
+    """A hyperparameter search (Katib's v1beta1 form): its trials are jobs of its owner."""
+
+    __tablename__ = "experiments"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)  # as written, credentials redacted
+    sealed: Mapped[str | None] = mapped_column(Text)  # the trial spec's credentials, sealed
+    code_digest: Mapped[str] = mapped_column(String(80))
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    reason: Mapped[str] = mapped_column(String(40), default="")  # Katib's: GoalReached, …
+    message: Mapped[str] = mapped_column(Text, default="")
+    max_trial_count: Mapped[int | None] = mapped_column(Integer)  # raised by a resume
+    # The search algorithm's own state between trials (Optuna's study attributes).
+    sampler_state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    best_trial: Mapped[int | None] = mapped_column(Integer)
+    best_model: Mapped[str] = mapped_column(String(300), default="")  # NAME@VERSION, aliased
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class Trial(Base):
+    """One point of an experiment's search, run as one job (`job_id`, chosen before it is
+    submitted, so that a restart submits it at most once)."""
+
+    __tablename__ = "trials"
+    __table_args__ = (UniqueConstraint("experiment_id", "number"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    experiment_id: Mapped[str] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
+    )
+    number: Mapped[int] = mapped_column(Integer)  # 0, 1, … in the order proposed
+    job_id: Mapped[str] = mapped_column(String(40), index=True)
+    state: Mapped[str] = mapped_column(String(24))
+    parameters: Mapped[dict[str, str]] = mapped_column(JSON)  # as the trial's manifest got them
+    sampler_state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # Optuna's trial
+    objective: Mapped[float | None] = mapped_column(Float)
+    metrics: Mapped[dict[str, float]] = mapped_column(JSON, default=dict)
+    intermediate: Mapped[list[float | None]] = mapped_column(JSON, default=list)  # objective's
+    stop_reason: Mapped[str] = mapped_column(Text, default="")  # early stopping asked
+    message: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    submitted_at: Mapped[float | None] = mapped_column(Float)  # its job stored
+    finished_at: Mapped[float | None] = mapped_column(Float)
 
 
 class Deployment(Base):

@@ -11,7 +11,6 @@ import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.background import BackgroundTask
-from starlette.datastructures import UploadFile
 
 from loom.api.accounts import listing_owner, owner_names
 from loom.api.audit import AuditDep
@@ -19,8 +18,9 @@ from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.openapi import ZIP
 from loom.api.paging import decode_cursor, encode_cursor
 from loom.api.schemas import USER_NAME, Created, JobAction, job_detail, job_summary
+from loom.api.uploads import spec_and_code
 from loom.domain.accounts import check_priority
-from loom.domain.errors import ArchiveError, InvalidInput, ManifestError, PayloadTooLarge
+from loom.domain.errors import ArchiveError, InvalidInput
 from loom.domain.manifest import load_manifest
 from loom.domain.states import JobState
 from loom.lifecycle.admission import max_priority
@@ -56,41 +56,12 @@ _SUBMIT_BODY = {
 }
 
 
-async def _part(form: Any, name: str, limit: int = -1) -> bytes | None:
-    """A part's bytes; with a `limit`, no more than one byte past it are read."""
-    value = form.get(name)
-    if value is None:
-        return None
-    if isinstance(value, UploadFile):
-        return await value.read(limit + 1 if limit >= 0 else -1)
-    return str(value).encode()
-
-
-def _check_manifest_size(text: bytes, limit: int) -> None:
-    if len(text) > limit:
-        raise PayloadTooLarge(
-            f"manifest: larger than the limit of {limit:,} bytes (LOOM_MAX_MANIFEST_BYTES); "
-            "a manifest is a few KiB of YAML, code and data go elsewhere"
-        )
-
-
 @router.post("", status_code=201, response_model=Created, openapi_extra=_SUBMIT_BODY)
 async def submit(
     request: Request, loom: PlatformDep, user: UserDep, audit: AuditDep
 ) -> JSONResponse:
     """Multipart: `manifest` (YAML) and `model_definition` (a zip of the code)."""
-    content_type = request.headers.get("content-type", "")
-    if not content_type.startswith("multipart/form-data"):
-        raise InvalidInput(
-            "send multipart/form-data with the parts `manifest` and `model_definition`"
-        )
-    limit = loom.settings.max_upload_mb * 2**20
-    async with request.form(max_part_size=limit) as form:
-        manifest_text = await _part(form, "manifest", loom.settings.max_manifest_bytes)
-        code = await _part(form, "model_definition")
-    if manifest_text is None:
-        raise ManifestError("the request has no `manifest` part", field="manifest")
-    _check_manifest_size(manifest_text, loom.settings.max_manifest_bytes)
+    manifest_text, code = await spec_and_code(request, loom.settings, "manifest")
     # Parsing is CPU work: off the event loop, which serves every other request meanwhile.
     manifest, original = await anyio.to_thread.run_sync(load_manifest, manifest_text)
     check_priority(manifest.priority, max_priority(user, loom.settings))

@@ -61,6 +61,7 @@ def version_json(
             "manifest": version.manifest,
             "params": (version.run_info or {}).get("params", {}),
             "tags": (version.run_info or {}).get("tags", {}),
+            "lineage": version.lineage,  # e.g. the experiment and trial, with its parameters
         },
         "metrics": version.metrics,
         "files": version.files,
