@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,3 +163,36 @@ def check_queue_room(session: Session, owner: User, limit: int | None) -> None:
             f"(LOOM_MAX_QUEUED_JOBS is {limit}); submit again once some have started, "
             "or halt or delete some"
         )
+
+
+def queued_job(
+    owner: User,
+    manifest: Manifest,
+    redacted: dict[str, Any],
+    digest: str,
+    job_id: str | None,
+    lineage: dict[str, Any] | None,
+) -> Job:
+    """A new job's row, queued: the manifest as written (credentials redacted), the code by
+    its digest, and its resources per learner."""
+    per = manifest.per_learner
+    return Job(
+        id=job_id or job_rows.new_job_id(),
+        owner_id=owner.id,
+        name=manifest.name,
+        state=JobState.QUEUED.value,
+        error_code=None,
+        status_message="",
+        queue_reason="waiting for the scheduler",
+        manifest=json.dumps(redacted, default=str),
+        code_digest=digest,
+        priority=manifest.priority,
+        learners=manifest.learners,
+        cpus=per.cpus,
+        memory=per.memory,
+        gpus=per.gpus,
+        attempt=0,
+        halt_requested=False,
+        submitted_at=time.time(),
+        lineage=lineage,
+    )

@@ -43,6 +43,7 @@ from loom.lifecycle.admission import (
     check_fits,
     check_host_paths,
     check_queue_room,
+    queued_job,
 )
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.environments import plan_for, spec_section
@@ -196,27 +197,7 @@ class LifecycleManager:
             check_queue_room(session, owner, self.settings.max_queued_jobs)
         digest = self.artifacts.put(code)
         redacted, credentials = split(original)
-        per = manifest.per_learner
-        job = Job(
-            id=job_id or job_rows.new_job_id(),
-            owner_id=owner.id,
-            name=manifest.name,
-            state=JobState.QUEUED.value,
-            error_code=None,
-            status_message="",
-            queue_reason="waiting for the scheduler",
-            manifest=json.dumps(redacted, default=str),
-            code_digest=digest,
-            priority=manifest.priority,
-            learners=manifest.learners,
-            cpus=per.cpus,
-            memory=per.memory,
-            gpus=per.gpus,
-            attempt=0,
-            halt_requested=False,
-            submitted_at=time.time(),
-            lineage=lineage,
-        )
+        job = queued_job(owner, manifest, redacted, digest, job_id, lineage)
         with self._queueing, self._session() as session:
             check_queue_room(session, owner, self.settings.max_queued_jobs)
             job_rows.add_job(session, job)
