@@ -11,12 +11,13 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from loom.client import ClientError, LoomClient
 from loom.domain.katib import ALGORITHMS
 from loom.store.db import Database
 from loom.store.tables import Job
-from tests.conftest import Server, eventually
+from tests.conftest import Server, eventually, make_zip
 from tests.hpo.trial_code import code, experiment
 
 pytestmark = pytest.mark.integration
@@ -289,3 +290,38 @@ def test_another_user_sees_none_of_it(server: Server) -> None:
         with pytest.raises(ClientError) as hidden:
             client.experiment("mine")
         assert hidden.value.status == 404
+
+
+MNIST = """
+import argparse, random
+p = argparse.ArgumentParser()
+p.add_argument('--batch-size', type=int)
+p.add_argument('--lr', type=float)
+p.add_argument('--num-layers', type=int)
+p.add_argument('--optimizer')
+a = p.parse_args()
+assert 0.01 <= a.lr <= 0.03 and 2 <= a.num_layers <= 5 and a.optimizer in ('sgd', 'adam', 'ftrl')
+for epoch in range(1, 4):
+    train = 0.8 + 0.05 * epoch - abs(a.lr - 0.02)
+    print(f'Epoch[{epoch}] Train-accuracy={train:.4f}')
+    print(f'Epoch[{epoch}] Validation-accuracy={train - 0.02:.4f}')
+"""
+
+
+def test_katibs_random_example_runs(server: Server) -> None:
+    """Katib's random-search example, its Kubernetes Job replaced by a Loom manifest, is
+    accepted (with a note for the Kubernetes-only field) and runs: Katib's metric names with
+    their dashes are read from the trials' stdout."""
+    from tests.domain.test_katib_spec import document
+
+    doc = document()
+    doc["spec"]["maxTrialCount"] = 3
+    with server.client() as client:
+        made = client.create_experiment(yaml.safe_dump(doc), make_zip({"mnist.py": MNIST}))
+        assert any("primaryContainerName" in w for w in made["warnings"])
+        found = client.wait_experiment("random", timeout_s=120)
+    assert found["state"] == "SUCCEEDED", found["message"]
+    for trial in found["trial_list"]:
+        assert trial["state"] == "SUCCEEDED", trial
+        assert set(trial["metrics"]) == {"Validation-accuracy", "Train-accuracy"}
+        assert trial["objective"] == trial["metrics"]["Validation-accuracy"]

@@ -8,12 +8,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from loom.cli.charts import Line, plot
 from loom.cli.common import client, console, err
 from loom.cli.jobs import zip_code
 from loom.cli.output import Format, JsonOpt, OutputOpt, WatchOpt, chosen, emit, watch, whole
+from loom.domain.errors import ManifestError
+from loom.domain.katib import parse_experiment
 
 app = typer.Typer(
     help="Experiments: hyperparameter searches (Katib's v1beta1 form) whose trials are jobs.",
@@ -44,8 +46,14 @@ def create(
     ] = False,
 ) -> None:
     """Start an experiment: a Katib Experiment whose trialSpec is a Loom manifest."""
+    text = experiment.read_bytes()
+    try:  # here first: a typo is told before the code is zipped and sent
+        parse_experiment(text)
+    except ManifestError as exc:
+        err.print(f"[red]error:[/red] {escape(exc.message)}", highlight=False)
+        raise typer.Exit(2) from exc
     with client() as loom:
-        made = loom.create_experiment(experiment.read_bytes(), zip_code(code))
+        made = loom.create_experiment(text, zip_code(code))
         console.print(f"Created experiment [bold]{made['name']}[/bold] ({made['id']})")
         for warning in made.get("warnings", []):
             err.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
@@ -125,24 +133,36 @@ def _render(found: dict[str, Any]) -> Table:
     )
     trials = found.get("trial_list", [])
     names = sorted({k for t in trials for k in t["parameters"]})
-    table = Table("#", "STATE", *names, "OBJECTIVE", "DURATION", "JOB", "NOTE", title=title)
+    notes = any(t.get("message") for t in trials)
+    columns = [
+        Column("#", no_wrap=True),
+        whole("STATE", [t["state"] for t in trials]),
+        *names,
+        Column("OBJECTIVE", no_wrap=True),
+        Column("TIME", no_wrap=True),
+        whole("JOB", [t["job_id"] for t in trials]),
+    ]
+    table = Table(*columns, *(["NOTE"] if notes else []), title=title)
     best = (found.get("best_trial") or {}).get("number")
     for t in trials:
         style = TRIAL_STYLE.get(t["state"], "white")
         mark = " ★" if t["number"] == best else ""
         duration = t.get("duration_s")
-        table.add_row(
+        row = [
             f"{t['number']}{mark}",
             f"[{style}]{t['state']}[/{style}]",
             *(t["parameters"].get(n, "") for n in names),
             _num(t.get("objective")),
             f"{duration:.0f} s" if duration is not None else "",
             t["job_id"],
-            escape(t.get("message") or ""),
-        )
+        ]
+        table.add_row(*row, *([escape(t.get("message") or "")] if notes else []))
     caption = escape(found.get("message") or "")
     if found.get("best_model"):
-        caption += f"\nbest model: {found['best_model']} (deploy it: loom deploy NAME@best)"
+        model = found["best_model"].split("@")[0]
+        caption += (
+            f"\nbest model: {found['best_model']}, now {model}@best: loom deploy {model}@best"
+        )
     table.caption = caption
     return table
 

@@ -109,11 +109,11 @@ async def create(
 ) -> JSONResponse:
     """Multipart: `experiment` (Katib's YAML) and `model_definition` (a zip of the code)."""
     text, code = await spec_and_code(request, loom.settings, "experiment")
+    _, spec = await anyio.to_thread.run_sync(loom.experiments.check, text)
     if code is None:
         raise ArchiveError("the request has no `model_definition` part (a zip of the code)")
     max_unpacked = loom.settings.max_unpacked_mb * 2**20
     await anyio.to_thread.run_sync(lambda: check_zip(code, max_unpacked=max_unpacked))
-    _, spec = await anyio.to_thread.run_sync(loom.experiments.check, text)
     experiment = await anyio.to_thread.run_sync(loom.experiments.create, user, text, code)
     audit("experiment.create", experiment.id, name=experiment.name)
     location = f"/v1/experiments/{experiment.id}"
