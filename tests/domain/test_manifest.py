@@ -164,3 +164,37 @@ def test_redaction_hides_every_secret() -> None:
 def test_version_number_becomes_text() -> None:
     """`version: 1.0` unquoted is the string FfDL meant."""
     assert parse_manifest(BASE + "version: 1.0\n").version == "1.0"
+
+
+BASE = "name: k\nframework: {name: python, command: python t.py}\n"
+
+
+def test_katibs_collector_fields() -> None:
+    manifest, _ = load_manifest(
+        BASE + "evaluation_metrics: {type: katib, in: m.json, format: JSON}\n"
+    )
+    assert manifest.evaluation_metrics is not None
+    assert manifest.evaluation_metrics.format == "JSON"
+    filtered, _ = load_manifest(
+        BASE + "evaluation_metrics: {type: katib, filters: ['(\\w+):(\\S+)']}\n"
+    )
+    assert filtered.evaluation_metrics is not None
+    assert filtered.evaluation_metrics.filters == ["(\\w+):(\\S+)"]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "words"),
+    [
+        ("{type: katib, filters: ['(\\w+)']}", "needs two groups"),
+        ("{type: katib, filters: ['(']}", "not a regular expression"),
+        ("{type: logger, filters: ['(\\w+)=(\\S+)']}", "only with type katib"),
+        ("{type: katib, format: TEXT}", "give the file with `in`"),
+        ("{type: katib, in: m.json, format: JSON, filters: ['(a)(b)']}", "no filters"),
+        ("{type: katib, in: m.txt, format: CSV}", "evaluation_metrics.format"),
+    ],
+)
+def test_katib_collector_fields_are_checked(metrics: str, words: str) -> None:
+    with pytest.raises(ManifestError) as refused:
+        load_manifest(BASE + f"evaluation_metrics: {metrics}\n")
+    assert words in refused.value.message
+    assert refused.value.field.startswith("evaluation_metrics")

@@ -325,3 +325,53 @@ def test_katibs_random_example_runs(server: Server) -> None:
         assert trial["state"] == "SUCCEEDED", trial
         assert set(trial["metrics"]) == {"Validation-accuracy", "Train-accuracy"}
         assert trial["objective"] == trial["metrics"]["Validation-accuracy"]
+
+
+REPORTS = """
+import argparse, json, os
+p = argparse.ArgumentParser()
+p.add_argument('--lr', type=float)
+a = p.parse_args()
+score = 1 - abs(a.lr - 0.05)
+path = os.path.join(os.environ['RESULT_DIR'], 'metrics.json')
+for epoch in (1, 2):
+    print(f'epoch {epoch} | score: {score * epoch / 2:.4f}', flush=True)
+    with open(path, 'a') as f:
+        record = {'timestamp': 'now', 'epoch': epoch, 'score': str(score * epoch / 2)}
+        f.write(json.dumps(record) + '\\n')
+"""
+
+
+@pytest.mark.parametrize(
+    "collector",
+    [
+        {"source": {"filter": {"metricsFormat": [r"(score):\s*([\d.]+)"]}}},
+        {
+            "collector": {"kind": "File"},
+            "source": {"fileSystemPath": {"path": "$RESULT_DIR/metrics.json", "format": "JSON"}},
+        },
+    ],
+    ids=["stdout-filter", "json-file"],
+)
+def test_katibs_metrics_collectors(server: Server, collector: dict[str, Any]) -> None:
+    """The objective from Katib's StdOut collector with a custom filter, and from its File
+    collector reading JSON lines."""
+    parameters = [
+        {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.1"}}
+    ]
+    text = experiment(
+        "collect", max_trials=2, parameters=parameters, metricsCollectorSpec=collector
+    )
+    doc = yaml.safe_load(text)
+    doc["spec"]["objective"] = {"type": "maximize", "objectiveMetricName": "score"}
+    doc["spec"]["trialTemplate"]["trialSpec"]["framework"]["command"] = (
+        "python reports.py --lr ${trialParameters.lr}"
+    )
+    with server.client() as client:
+        client.create_experiment(yaml.safe_dump(doc), make_zip({"reports.py": REPORTS}))
+        found = client.wait_experiment("collect", timeout_s=120)
+    assert found["state"] == "SUCCEEDED", found["message"]
+    for trial in found["trial_list"]:
+        expected = 1 - abs(float(trial["parameters"]["lr"]) - 0.05)
+        assert trial["objective"] == pytest.approx(expected, abs=1e-3)
+        assert trial["reports"] == 2

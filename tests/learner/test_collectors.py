@@ -7,10 +7,12 @@ from pathlib import Path
 
 from loom.learner.collectors import (
     EMetricsCollector,
-    KatibCollector,
     RegexCollector,
     emetrics_point,
+    file_collectors,
+    line_collectors,
 )
+from loom.learner.katib_metrics import KatibFile, KatibLines
 from loom.learner.tensorboard import TensorBoardCollector
 
 CAFFE = {
@@ -68,7 +70,7 @@ def test_regex_lookahead_spans_lines() -> None:
 
 def test_katib_pairs() -> None:
     """Katib's `name=value` pairs make one point per line; epoch/step become the step."""
-    collector = KatibCollector()
+    collector = KatibLines()
     assert collector.on_line("epoch=3 accuracy=0.91 loss=1e-2") == [
         {"group": "default", "step": 3, "etimes": {"epoch": 3}, "values": {
             "accuracy": 0.91, "loss": 0.01}}
@@ -179,3 +181,67 @@ def test_an_earlier_attempts_metrics_are_not_read_again(tmp_path: Path) -> None:
     with path.open("a") as out:
         out.write(record.replace('"1"', '"2"') + "\n")
     assert [p["values"] for p in collector.poll()] == [{"a": 2.0}]
+
+
+GLOG = {
+    "type": "regex_extractor",
+    "groups": {
+        "train": {
+            "regex": "Iteration %{INT:iter}, loss = %{FLOAT:loss}",
+            "scalars": {"loss": {"type": "FLOAT", "value": "$loss"}},
+            "etimes": {"iteration": {"type": "INT", "value": "$iter"}},
+        }
+    },
+}
+
+
+def test_a_regex_matches_anywhere_in_the_window() -> None:
+    """glog's prefix no longer hides a pattern written without it, as Katib's filters match."""
+    collector = RegexCollector(GLOG)
+    line = "I1121 12:00:40.000000 solver.cpp:218] Iteration 40, loss = 0.05"
+    assert collector.on_line(line) == [
+        {"group": "train", "step": 40, "etimes": {"iteration": 40}, "values": {"loss": 0.05}}
+    ]
+
+
+def test_no_point_is_counted_twice_over_a_long_output() -> None:
+    collector = RegexCollector(GLOG)
+    lines = []
+    for i in range(1, 51):
+        lines += [f"I1121 solver.cpp:218] Iteration {i}, loss = {1 / i:.4f}", "noise", "more"]
+    points = [p for line in lines for p in collector.on_line(line)] + collector.flush()
+    assert [p["step"] for p in points] == list(range(1, 51))
+
+
+def test_katib_custom_filters() -> None:
+    """Katib's metricsFormat: each regex's group 1 is a name, group 2 its value; a value that
+    is not a number is left alone."""
+    collector = KatibLines([r"([\w-]+):\s*(\S+)"])
+    assert collector.on_line("epoch: 2 Validation-accuracy: 0.93 note: fine") == [
+        {"group": "default", "step": 2, "etimes": {"epoch": 2}, "values": {
+            "Validation-accuracy": 0.93}}
+    ]  # fmt: skip
+
+
+def test_katib_metrics_files_text_and_json(tmp_path: Path) -> None:
+    env = {"LOG_DIR": str(tmp_path / "logs"), "MODEL_DIR": str(tmp_path)}
+    (tmp_path / "logs").mkdir()
+    text = tmp_path / "metrics.log"
+    spec = {"type": "katib", "in": "metrics.log", "format": "TEXT"}
+    assert line_collectors(spec) == []  # the file is the source, not the output
+    (reader,) = [c for c in file_collectors(spec, env) if isinstance(c, KatibFile)]
+    text.write_text("epoch=1 accuracy=0.5\nepoch=2 accu")
+    assert [p["values"] for p in reader.poll()] == [{"accuracy": 0.5}]
+    with text.open("a") as f:
+        f.write("racy=0.7\n")
+    assert [p["step"] for p in reader.poll()] == [2]
+
+    records = tmp_path / "metrics.json"
+    spec = {"type": "katib", "in": str(records), "format": "JSON"}
+    (reader,) = [c for c in file_collectors(spec, env) if isinstance(c, KatibFile)]
+    records.write_text(
+        '{"timestamp": "2026-11-23T00:00:00Z", "epoch": 1, "loss": "0.25", "note": "x"}\nnot json\n'
+    )
+    assert reader.poll(final=True) == [
+        {"group": "default", "step": 1, "etimes": {"epoch": 1}, "values": {"loss": 0.25}}
+    ]

@@ -30,7 +30,7 @@ from loom.domain.katib_types import (
     Strategy,
     TrialParameter,
 )
-from loom.domain.manifest import EvaluationMetrics, manifest_from_dict, yaml_problem
+from loom.domain.manifest import manifest_from_dict, yaml_problem
 from loom.domain.safe_yaml import UnsafeYaml, safe_load
 
 __all__ = [  # the types are this module's too
@@ -556,14 +556,8 @@ def trial_manifest(spec: ExperimentSpec, assignments: dict[str, str]) -> dict[st
         metrics = _metrics(spec)
         if metrics is not None:
             manifest["evaluation_metrics"] = metrics
-    checked = copy.deepcopy(manifest)
-    metrics = checked.get("evaluation_metrics")
-    if isinstance(metrics, dict):  # Katib's keys, checked above, until the manifest knows them
-        for key in set(metrics) - set(EvaluationMetrics.model_fields) - {"in"}:
-            if key in ("filters", "format"):
-                del metrics[key]
     try:
-        manifest_from_dict(checked)
+        manifest_from_dict(manifest)
     except ManifestError as exc:
         where = "spec.trialTemplate.trialSpec" + (f".{exc.field}" if exc.field else "")
         given = ", ".join(f"{k}={v}" for k, v in assignments.items())

@@ -9,7 +9,7 @@ import difflib
 import json
 import re
 from enum import StrEnum
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -253,15 +253,37 @@ class EvaluationMetrics(_Strict):
     eval_metric: Text | None = None
     file: Text | None = None
     groups: dict[str, RegexGroup] | None = None
+    # Katib's collectors (type katib): its filters (group 1 a name, 2 a value), and with `in`
+    # a file of TEXT lines or JSON lines instead of the output.
+    filters: list[Text] | None = None
+    format: Literal["TEXT", "JSON"] | None = None
 
     @property
     def lookahead(self) -> int:
         return self.line_lookahead or self.linelookahead or 4
 
+    @field_validator("filters")
+    @classmethod
+    def _two_groups(cls, value: list[str] | None) -> list[str] | None:
+        for index, pattern in enumerate(value or []):
+            try:
+                groups = re.compile(pattern).groups
+            except re.error as exc:
+                raise ValueError(f"filters[{index}] is not a regular expression: {exc}") from None
+            if groups < 2:
+                raise ValueError(f"filters[{index}] needs two groups: a metric's name, its value")
+        return value
+
     @model_validator(mode="after")
     def _groups_for_regex(self) -> EvaluationMetrics:
         if self.type == MetricsType.REGEX_EXTRACTOR and not self.groups:
             raise ValueError("regex_extractor needs `groups`, each with a `regex`")
+        if (self.filters or self.format) and self.type != MetricsType.KATIB:
+            raise ValueError("filters and format are Katib's: only with type katib")
+        if self.format and not self.in_:
+            raise ValueError("format is a metrics file's: give the file with `in`")
+        if self.format == "JSON" and self.filters:
+            raise ValueError("a JSON metrics file's metrics are its keys: no filters")
         return self
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from loom.domain.patterns import compile_pattern, reference
+from loom.learner.katib_metrics import STEP_NAMES, KatibFile, KatibLines
 from loom.sandbox.files import open_nofollow
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     Point = dict[str, Any]
 
 EMETRICS_FILE = "evaluation-metrics.txt"
-STEP_NAMES = ("step", "iteration", "iter", "epoch", "batch", "global_step")
-_KATIB_PAIR = re.compile(r"([\w|-]+)\s*=\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?=$|[\s,;])")
 
 
 class LineCollector(Protocol):
@@ -68,8 +67,10 @@ def _typed(kind: str, raw: str | None) -> Any:
 
 
 class RegexCollector:
-    """FfDL's regex_extractor: a window of the last `line_lookahead` lines is matched against
-    each group's pattern; a match makes a point and clears the window."""
+    """FfDL's regex_extractor: a window of the last `line_lookahead` lines is searched for each
+    group's pattern; a match makes a point and clears the window. FfDL anchored the match at
+    the window's first line; a pattern now matches anywhere (a line's `I1121 12:00:40 solver.cpp]`
+    prefix no longer hides it), and whatever matched at the start matches as before."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.window: deque[str] = deque(
@@ -90,8 +91,8 @@ class RegexCollector:
         return self._match()
 
     def flush(self) -> list[Point]:
-        """FfDL anchors a match at the oldest line of the window; once the output ends, the
-        last lines get their turn by sliding the window empty."""
+        """Once the output ends, the last lines get their turn by sliding the window empty (a
+        pattern anchored with `^` matches at the window's start)."""
         points = []
         while self.window:
             self.window.popleft()
@@ -103,7 +104,7 @@ class RegexCollector:
             return []
         joined = "\n".join(self.window)
         for label, pattern, scalars, etimes in self.groups:
-            match = pattern.match(joined)
+            match = pattern.search(joined)  # anywhere, as Katib's filters (glog prefixes)
             if match is None:
                 continue
             found = match.groupdict()
@@ -126,23 +127,7 @@ class RegexCollector:
             return None
 
 
-class KatibCollector:
-    """Katib's stdout format: every `name=value` pair on a line, a step from `epoch=`/`step=`."""
-
-    def flush(self) -> list[Point]:
-        return []
-
-    def on_line(self, text: str) -> list[Point]:
-        pairs = {name: float(value) for name, value in _KATIB_PAIR.findall(text)}
-        if not pairs:
-            return []
-        etimes = {k: int(pairs.pop(k)) for k in STEP_NAMES if k in pairs}
-        if not pairs:
-            return []
-        return [{"group": "default", "step": step_of(etimes), "etimes": etimes, "values": pairs}]
-
-
-class _Tail:
+class Tail:
     """New complete lines of a file that may not exist yet and grows while we read. What the
     file held before (an earlier attempt's output in the same LOG_DIR) is not read again."""
 
@@ -194,7 +179,7 @@ class EMetricsCollector:
     """FfDL's emetrics file (JSON lines); the tracking SDK writes the same file."""
 
     def __init__(self, path: Path) -> None:
-        self.tail = _Tail(path)
+        self.tail = Tail(path)
 
     def poll(self, final: bool = False) -> list[Point]:
         points = []
@@ -213,8 +198,8 @@ def line_collectors(spec: dict[str, Any] | None) -> list[LineCollector]:
     kind = (spec or {}).get("type")
     if kind == "regex_extractor":
         return [RegexCollector(spec or {})]
-    if kind == "katib":
-        return [KatibCollector()]
+    if kind == "katib" and not (spec or {}).get("in"):  # with `in`, the file is the source
+        return [KatibLines((spec or {}).get("filters"))]
     return []
 
 
@@ -230,6 +215,8 @@ def file_collectors(spec: dict[str, Any] | None, env: dict[str, str]) -> list[Fi
         path = extra if extra.suffix else extra / EMETRICS_FILE
         if path.resolve() != (log_dir / EMETRICS_FILE).resolve():  # one reader per file
             found.append(EMetricsCollector(path))
+    if spec.get("type") == "katib" and extra is not None:
+        found.append(KatibFile(Tail(extra), str(spec.get("format") or "TEXT"), spec.get("filters")))
     if spec.get("type") == "tensorboard":
         roots = [log_dir] + ([extra] if extra is not None and extra != log_dir else [])
         found.append(TensorBoardCollector(roots))
