@@ -251,6 +251,8 @@ def _parameters(value: Any, where: str) -> tuple[Parameter, ...]:
 
 
 def _parameter(item: dict[str, Any], where: str) -> Parameter:
+    if "distribution" in item:
+        raise _fail(f"{where}.distribution", "goes in feasibleSpace, where Katib reads it")
     _known(item, ("name", "parameterType", "feasibleSpace"), where)
     name = item.get("name")
     if not isinstance(name, str) or not name:
