@@ -184,6 +184,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         Experiments(settings, db, keys, artifacts, lifecycle, tds, registry),
     )
     platform.experiments.driver.fence = leadership.fence
+    lifecycle.on_change = platform.experiments.driver.wake  # a trial's job moved: look now
     leadership.on_gain, leadership.on_loss = platform._lead, platform._step_down
     lifecycle.fence = leadership.fence
     lifecycle.api_urls = lambda session: live_servers(session, settings.api_url)

@@ -132,7 +132,9 @@ class ExperimentDriver:
                 return None
             trials = rows.trials_of(session, experiment_id)
             jobs = {}
-            for trial in trials:
+            for trial in trials:  # an ended trial's job is not looked at again
+                if TrialPhase(trial.state) not in ACTIVE_TRIAL:
+                    continue
                 job = job_rows.get_job(session, trial.job_id)
                 if job is not None:
                     jobs[job.id] = job
@@ -251,10 +253,12 @@ class ExperimentDriver:
                     f"stopped early by {name}: {view.spec.objective.metric} was {curve[-1]:g} "
                     f"after {len(curve)} reports, worse than the other trials at that point"
                 )
-            with self.db.session() as session:
+            with self.db.session() as session:  # what changed: new reports, a rung, a stop
                 row = session.get_one(Trial, trial.id)
-                row.intermediate = trial.intermediate
-                row.sampler_state = {**(row.sampler_state or {}), "attrs": attrs}
+                if row.intermediate != trial.intermediate:
+                    row.intermediate = trial.intermediate
+                if (row.sampler_state or {}).get("attrs") != attrs:
+                    row.sampler_state = {**(row.sampler_state or {}), "attrs": attrs}
                 if stop:
                     row.stop_reason = reason
             if stop:

@@ -98,6 +98,7 @@ class LifecycleManager:
         self.fence: Callable[[Session], bool] = lambda _session: True
         self.on_wake: Callable[[], None] | None = None
         self.api_urls: Callable[[Session], list[str]] = lambda _session: []
+        self.on_change: Callable[[], None] | None = None  # some job's state changed
 
     # -- running -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -289,6 +290,8 @@ class LifecycleManager:
             self._register(job_id)
         for job_id in changed:
             self.signals.notify(job_id)
+        if changed and self.on_change is not None:
+            self.on_change()
 
     def _register(self, job_id: str) -> None:
         """A completed job's model becomes a new version in the registry (in the registry's own
