@@ -44,6 +44,10 @@ def test_create_follow_show_list_and_delete(server: Server, tmp_path: Path) -> N
     assert f"{best} ★" in table  # the best trial is marked
     for trial in shown["trial_list"]:
         assert trial["job_id"] in table  # each trial's job, whole
+    first = shown["trial_list"][0]
+    job = loom(server, "show", first["job_id"]).stdout
+    assert "trial 0 of experiment cli-search: " in job
+    assert f"lr={first['parameters']['lr']}" in job
     listed = loom(server, "experiments", "list").stdout
     assert "cli-search" in listed and "4/4" in listed
 

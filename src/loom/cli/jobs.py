@@ -187,6 +187,10 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
         console.print(f"error {job['error_code']}: {job['status_message']}")
     elif job.get("queue_reason"):
         console.print(f"queued: {job['queue_reason']}")
+    lineage = job.get("lineage") or {}
+    if lineage.get("kind") == "experiment":
+        values = ", ".join(f"{k}={v}" for k, v in lineage.get("parameters", {}).items())
+        console.print(f"trial {lineage['trial']} of experiment {lineage['experiment']}: {values}")
     for kind in ("params", "tags"):
         if job.get(kind):
             logged = Table("NAME", "VALUE", title=kind)

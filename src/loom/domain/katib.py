@@ -163,6 +163,9 @@ def parse_experiment(data: str | bytes | dict[str, Any]) -> ExperimentSpec:
         _known(metadata, ("name", "namespace", "labels", "annotations"), "metadata")
         if "namespace" in metadata:
             warnings.append("metadata.namespace is ignored: an experiment belongs to its owner")
+        for key in ("labels", "annotations"):
+            if key in metadata:
+                warnings.append(f"metadata.{key} are ignored: Loom keeps no Kubernetes metadata")
         name, name_field = metadata.get("name"), "metadata.name"
         spec = _mapping(document.get("spec"), "spec")
         where = "spec"
