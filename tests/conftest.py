@@ -270,3 +270,26 @@ def register(client: LoomClient, model_zip: bytes, name: str = "digits") -> None
     version = client.model_version(name, "latest")
     assert f"registered model version {version['version']}" in finished["status_message"]
     assert version["provenance"]["job_id"] == job_id
+
+
+def held_out_digits() -> tuple[Any, Any]:
+    """The last 64 of scikit-learn's digits (8×8, scaled to 0–1) and their labels."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return (digits.images[-64:] / 16.0).astype(np.float32), digits.target[-64:]
+
+
+def v2_request(images: Any, name: str = "image") -> dict[str, Any]:
+    """A V2 infer request of one FP32 tensor, in the images' own shape."""
+    return {
+        "inputs": [
+            {
+                "name": name,
+                "shape": list(images.shape),
+                "datatype": "FP32",
+                "data": images.ravel().tolist(),
+            }
+        ]
+    }

@@ -5,14 +5,13 @@ model exported, registered, served, and answering V2 requests correctly."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
 from loom.client.archive import zip_folder
-from tests.conftest import ROOT, Server, database_free, wait_for_state
+from tests.conftest import ROOT, Server, database_free, held_out_digits, v2_request, wait_for_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, database_free]
 
@@ -54,10 +53,10 @@ def test_keras_two_workers_train_register_and_serve(server: Server) -> None:
         client.deploy("tf-digits", "digits-tensorflow", "latest")
         try:
             found = client.wait_deployment("tf-digits", timeout=120)
-            images, labels = _digits()
+            images, labels = held_out_digits()
             answer = httpx.post(
                 found["urls"]["v2_infer"],
-                json=_v2(images),
+                json=v2_request(images),
                 headers={"Authorization": f"Bearer {server.admin_token}"},
                 timeout=30,
             )
@@ -78,23 +77,3 @@ def test_keras_two_workers_train_register_and_serve(server: Server) -> None:
             assert np.allclose(predictions, logits[:5], atol=1e-4)
         finally:
             client.delete_deployment("tf-digits")
-
-
-def _digits() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    return (digits.images[-64:] / 16.0).astype(np.float32), digits.target[-64:]
-
-
-def _v2(images: np.ndarray[Any, Any]) -> dict[str, Any]:
-    return {
-        "inputs": [
-            {
-                "name": "image",
-                "shape": list(images.shape),
-                "datatype": "FP32",
-                "data": images.ravel().tolist(),
-            }
-        ]
-    }

@@ -3,15 +3,13 @@ digits CNN's learning rate, width and epochs, whose best model is deployed and a
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import numpy as np
 import pytest
 import yaml
 
 from loom.client.archive import zip_folder
-from tests.conftest import ROOT, Server
+from tests.conftest import ROOT, Server, held_out_digits, v2_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,10 +39,10 @@ def test_the_search_finds_a_model_that_is_deployed_as_best(server: Server) -> No
         client.deploy("digits-best", "digits-hpo-cnn", "best")
         try:
             endpoint = client.wait_deployment("digits-best", timeout=120)
-            images, labels = _digits()
+            images, labels = held_out_digits()
             answer = httpx.post(
                 endpoint["urls"]["v2_infer"],
-                json=_v2(images),
+                json=v2_request(images.reshape(len(images), 1, 8, 8)),
                 headers={"Authorization": f"Bearer {server.admin_token}"},
                 timeout=30,
             )
@@ -55,24 +53,3 @@ def test_the_search_finds_a_model_that_is_deployed_as_best(server: Server) -> No
             assert accuracy > 0.5, accuracy  # a few epochs; the search's own figure is above
         finally:
             client.delete_deployment("digits-best")
-
-
-def _digits() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    return (digits.images[-64:] / 16.0).astype(np.float32), digits.target[-64:]
-
-
-def _v2(images: np.ndarray[Any, Any]) -> dict[str, Any]:
-    data = images.reshape(len(images), 1, 8, 8)
-    return {
-        "inputs": [
-            {
-                "name": "image",
-                "shape": list(data.shape),
-                "datatype": "FP32",
-                "data": data.ravel().tolist(),
-            }
-        ]
-    }

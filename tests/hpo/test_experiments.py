@@ -63,13 +63,17 @@ def test_every_algorithm_proposes_values_inside_the_space(server: Server) -> Non
             trials = found["trial_list"]
             assert len(trials) == 4, algorithm
             for trial in trials:
-                assert trial["state"] == "SUCCEEDED", (algorithm, trial)
+                # hyperband stops a trial whose early reports trail the others': its job
+                # (its values) is checked all the same
+                stopped = algorithm == "hyperband" and trial["state"] == "EARLY_STOPPED"
+                assert trial["state"] == "SUCCEEDED" or stopped, (algorithm, trial)
                 inside(trial["parameters"])
                 given = args_of(client, trial["job_id"])
                 assert given["optimizer"] == trial["parameters"]["optimizer"]
                 assert math.isclose(given["lr"], float(trial["parameters"]["lr"]))
                 assert given["width"] == int(trial["parameters"]["width"])
-                assert trial["objective"] == pytest.approx(trial["metrics"]["accuracy"])
+                if not stopped:
+                    assert trial["objective"] == pytest.approx(trial["metrics"]["accuracy"])
             points = {tuple(sorted(t["parameters"].items())) for t in trials}
             if algorithm == "grid":
                 assert len(points) == 4  # a grid never proposes a point twice

@@ -46,3 +46,29 @@ def check_manifest_size(text: bytes, limit: int, part: str = "manifest") -> None
             f"{part}: larger than the limit of {limit:,} bytes (LOOM_MAX_MANIFEST_BYTES); "
             "a manifest is a few KiB of YAML, code and data go elsewhere"
         )
+
+
+def multipart_body(part: str, description: str, code: str) -> dict[str, Any]:
+    """The OpenAPI request body of such an upload: the YAML part and the code's zip (the body
+    is read by hand, so that limits apply before parsing: its shape is declared here)."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": [part, "model_definition"],
+                        "properties": {
+                            part: {"type": "string", "description": description},
+                            "model_definition": {
+                                "type": "string",
+                                "format": "binary",
+                                "description": code,
+                            },
+                        },
+                    }
+                }
+            },
+        }
+    }

@@ -35,6 +35,7 @@ from loom.hpo import observations
 from loom.hpo.records import ExperimentRecords
 from loom.hpo.study import Past, Search
 from loom.lifecycle.manager import LifecycleManager
+from loom.lifecycle.ticker import Ticker
 from loom.registry.models import ModelRegistry
 from loom.store import experiments as rows
 from loom.store import jobs as job_rows
@@ -81,36 +82,17 @@ class ExperimentDriver:
         self.interval_s = interval_s
         self.lock = threading.RLock()  # a step, or an owner's halt, resume or delete
         self.fence: Callable[[Session], bool] = lambda _session: True
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.ticker = Ticker("experiments", interval_s, self.step, log)
 
     # -- running -----------------------------------------------------------------------------
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="experiments", daemon=True)
-        self._thread.start()
+        self.ticker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self.ticker.stop()
 
     def wake(self) -> None:
-        self._wake.set()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.interval_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.step()
-            except Exception:  # the loop must survive anything; the error is logged
-                log.exception("experiments step failed")
+        self.ticker.wake()
 
     def step(self) -> None:
         with self.db.session() as session:

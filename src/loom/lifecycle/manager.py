@@ -48,6 +48,7 @@ from loom.lifecycle.admission import (
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.environments import plan_for, spec_section
 from loom.lifecycle.scheduler import allocate_devices
+from loom.lifecycle.ticker import Ticker
 from loom.lifecycle.workspace import Workspace, api_certificates
 from loom.observability import PlatformMetrics
 from loom.registry.models import ModelRegistry
@@ -89,9 +90,7 @@ class LifecycleManager:
         self._lock = threading.RLock()
         self._queueing = threading.Lock()  # counting a user's queued jobs, then adding one
         self._api_ca = api_certificates(settings.tls)
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker("lifecycle", settings.watchdog_interval_s, self.step, log)
         self._local = threading.local()
         # With several servers on one database (`lifecycle.leadership`): whether this one may
         # still act as the leader, checked in the step's transaction, and how to wake the leader.
@@ -103,18 +102,12 @@ class LifecycleManager:
     # -- running -----------------------------------------------------------------------------
     def start(self) -> None:
         """Lead: find the unfinished jobs' learners again, then run the loop."""
-        self._stop.clear()
         self.reconcile()
-        self._thread = threading.Thread(target=self._loop, name="lifecycle", daemon=True)
-        self._thread.start()
+        self._ticker.start()
 
     def step_down(self) -> None:
         """Stop the loop; learners go on running, and the API still takes requests."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self._ticker.stop()
 
     def stop(self) -> None:
         self.step_down()
@@ -122,23 +115,12 @@ class LifecycleManager:
 
     def wake(self) -> None:
         """Something changed: run a step soon, on whichever server leads."""
-        self._wake.set()
+        self._ticker.wake()
         if self.on_wake is not None:
             self.on_wake()
 
     def wake_here(self) -> None:
-        self._wake.set()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.settings.watchdog_interval_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.step()
-            except Exception:  # the loop must survive anything; the error is logged
-                log.exception("lifecycle step failed")
+        self._ticker.wake()
 
     def step(self) -> None:
         """Follow running jobs, then start what fits."""

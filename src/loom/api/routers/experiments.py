@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import iso
-from loom.api.uploads import spec_and_code
+from loom.api.uploads import multipart_body, spec_and_code
 from loom.domain.errors import ArchiveError, InvalidInput
 from loom.domain.experiments import TrialPhase
 from loom.storage.archive import check_zip
@@ -22,31 +22,11 @@ from loom.store.tables import Experiment, Trial
 
 router = APIRouter(prefix="/v1/experiments", tags=["experiments"])
 
-_CREATE_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["experiment", "model_definition"],
-                    "properties": {
-                        "experiment": {
-                            "type": "string",
-                            "description": "a Katib v1beta1 Experiment, YAML; its trialSpec "
-                            "is a Loom manifest",
-                        },
-                        "model_definition": {
-                            "type": "string",
-                            "format": "binary",
-                            "description": "a zip of the code every trial runs",
-                        },
-                    },
-                }
-            }
-        },
-    }
-}
+_CREATE_BODY = multipart_body(
+    "experiment",
+    "a Katib v1beta1 Experiment, YAML; its trialSpec is a Loom manifest",
+    "a zip of the code every trial runs",
+)
 
 
 class ExperimentAction(BaseModel):

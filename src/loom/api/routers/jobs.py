@@ -18,7 +18,7 @@ from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.openapi import ZIP
 from loom.api.paging import decode_cursor, encode_cursor
 from loom.api.schemas import USER_NAME, Created, JobAction, job_detail, job_summary
-from loom.api.uploads import spec_and_code
+from loom.api.uploads import multipart_body, spec_and_code
 from loom.domain.accounts import check_priority
 from loom.domain.errors import ArchiveError, InvalidInput
 from loom.domain.manifest import load_manifest
@@ -33,27 +33,7 @@ from loom.store.tables import User
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 # The body is read by hand (size limits before parsing), so its shape is declared here.
-_SUBMIT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["manifest", "model_definition"],
-                    "properties": {
-                        "manifest": {"type": "string", "description": "the manifest, YAML"},
-                        "model_definition": {
-                            "type": "string",
-                            "format": "binary",
-                            "description": "a zip of the model code",
-                        },
-                    },
-                }
-            }
-        },
-    }
-}
+_SUBMIT_BODY = multipart_body("manifest", "the manifest, YAML", "a zip of the model code")
 
 
 @router.post("", status_code=201, response_model=Created, openapi_extra=_SUBMIT_BODY)
