@@ -294,6 +294,13 @@ def test_another_user_sees_none_of_it(server: Server) -> None:
         with pytest.raises(ClientError) as hidden:
             client.experiment("mine")
         assert hidden.value.status == 404
+        with pytest.raises(ClientError) as refused:
+            client.experiments(everyone=True)
+        assert refused.value.status == 403
+    with server.client() as admin:
+        (seen,) = admin.experiments(owner="admin")
+        assert seen["name"] == "mine" and seen["owner"] == "admin"
+        assert [e["owner"] for e in admin.experiments(everyone=True)] == ["admin"]
 
 
 MNIST = """

@@ -3,6 +3,7 @@ form, with their trial table and a chart of the objective over trials."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,23 +74,32 @@ def _progress(found: dict[str, Any]) -> None:
 
 
 @app.command("list")
-def list_experiments(fmt: OutputOpt = Format.TABLE, watching: WatchOpt = False) -> None:
+def list_experiments(
+    owner: Annotated[str | None, typer.Option(help="admins: this user's experiments")] = None,
+    everyone: Annotated[bool, typer.Option("--all", help="admins: every user's")] = False,
+    fmt: OutputOpt = Format.TABLE,
+    watching: WatchOpt = False,
+) -> None:
     """Your experiments, newest first."""
     with client() as loom:
+        fetch = partial(loom.experiments, owner, everyone)
         if watching:
-            watch(fmt, loom.experiments, lambda found, _wide: _table(found))
+            watch(fmt, fetch, lambda found, _wide: _table(found))
             return
-        found = loom.experiments()
+        found = fetch()
     emit(fmt, found, lambda _wide: _table(found))
 
 
 def _table(found: list[dict[str, Any]]) -> Table:
     name = whole("NAME", [e["name"] for e in found])
-    table = Table(name, "STATE", "ALGORITHM", "TRIALS", "BEST", "MODEL", "MESSAGE")
+    owners = any(e.get("owner") for e in found) and len({e.get("owner") for e in found}) > 1
+    table = Table(name, *(["OWNER"] if owners else []), "STATE", "ALGORITHM", "TRIALS", "BEST",
+                  "MODEL", "MESSAGE")  # fmt: skip
     for e in found:
         best = e.get("best_trial") or {}
         table.add_row(
             e["name"],
+            *([e.get("owner") or ""] if owners else []),
             e["state"],
             e.get("algorithm") or "",
             f"{e['trials']}/{e['max_trial_count'] or '∞'}",

@@ -29,8 +29,13 @@ class ExperimentCalls:
         made: dict[str, Any] = self._request("POST", "/v1/experiments", files=files).json()
         return made
 
-    def experiments(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._request("GET", "/v1/experiments").json()["experiments"]
+    def experiments(self, owner: str | None = None, everyone: bool = False) -> list[dict[str, Any]]:
+        """Yours; admins: `owner`'s, or `everyone`'s."""
+        params: dict[str, Any] = {"all": "true"} if everyone else {}
+        if owner is not None:
+            params["owner"] = owner
+        response = self._request("GET", "/v1/experiments", params=params)
+        found: list[dict[str, Any]] = response.json()["experiments"]
         return found
 
     def experiment(self, ref: str) -> dict[str, Any]:

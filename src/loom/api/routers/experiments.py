@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from loom.api.accounts import listing_owner, owner_names
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
-from loom.api.schemas import iso
+from loom.api.schemas import USER_NAME, iso
 from loom.api.uploads import multipart_body, spec_and_code
 from loom.domain.errors import ArchiveError, InvalidInput
 from loom.domain.experiments import TrialPhase
@@ -107,10 +108,24 @@ async def create(
 
 
 @router.get("")
-def list_experiments(loom: PlatformDep, user: UserDep) -> dict[str, Any]:
-    found = loom.experiments.listing(user.id)
+def list_experiments(
+    request: Request,
+    loom: PlatformDep,
+    user: UserDep,
+    owner: Annotated[
+        str | None, Query(max_length=100, pattern=USER_NAME, description="admins: whose")
+    ] = None,
+    all_users: Annotated[bool, Query(alias="all", description="admins: everyone's")] = False,
+) -> dict[str, Any]:
+    """Your experiments, newest first; admins may ask for a user's or everyone's."""
+    found = loom.experiments.listing(listing_owner(loom, request, user, owner, all_users))
+    with loom.db.session() as session:
+        names = owner_names(session, found)
     return {
-        "experiments": [experiment_json(e, loom.experiments.trials(e.id)) for e in found],
+        "experiments": [
+            {**experiment_json(e, loom.experiments.trials(e.id)), "owner": names.get(e.owner_id)}
+            for e in found
+        ],
     }
 
 
