@@ -5,6 +5,7 @@ number of nodes (building Python objects, not parsing, is what costs: seconds a 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -29,7 +30,7 @@ def _where(event: yaml.Event) -> str:
 def check_events(text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
     """Walk the parser's events once, before anything is built; raises `UnsafeYaml`."""
     depth = nodes = 0
-    for event in yaml.parse(text, Loader=Loader):
+    for event in _events(text, max_depth):
         nodes += isinstance(event, yaml.NodeEvent)
         if nodes > max_nodes:
             raise UnsafeYaml(
@@ -49,6 +50,21 @@ def check_events(text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int =
                 )
         elif isinstance(event, _CLOSE):
             depth -= 1
+
+
+def _events(text: str | bytes, max_depth: int) -> Iterator[yaml.Event]:
+    """The parser's events; libyaml's own depth limit (PyYAML 6.0.4 and later), which its scanner
+    can meet before the walk sees the level past ours, is refused the same way."""
+    try:
+        yield from yaml.parse(text, Loader=Loader)
+    except yaml.MarkedYAMLError as error:
+        if "nesting depth" not in str(error.problem):
+            raise
+        mark = error.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        raise UnsafeYaml(
+            f"nesting deeper than {max_depth} levels at {where} is not accepted"
+        ) from None
 
 
 def safe_load(text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
