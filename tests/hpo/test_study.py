@@ -194,7 +194,7 @@ def test_what_optuna_cannot_sample_is_refused() -> None:
     normal = (Parameter("lr", "double", min=0.1, max=1.0, distribution="normal"),)
     with pytest.raises(ManifestError) as refused:
         algorithms.check(spec("random", normal))
-    assert refused.value.field == "spec.parameters[0].distribution"
+    assert refused.value.field == "spec.parameters[0].feasibleSpace.distribution"
     huge = (Parameter("a", "double", min=0, max=1000, step=0.001),) * 2
     with pytest.raises(ManifestError) as grid:
         algorithms.check(spec("grid", huge))

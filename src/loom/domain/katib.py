@@ -1,21 +1,23 @@
 """Experiments in Katib's v1beta1 form: what a Katib user's `Experiment` says, checked and typed.
 
 Pure: no Optuna here (the `hpo` package maps algorithms onto it). The trial template's `trialSpec`
-is a Loom manifest with `${trialParameters.NAME}` placeholders. Katib fields that only make sense
-on Kubernetes are refused with the field named, never dropped without a word.
+is a Loom manifest with `${trialParameters.NAME}` placeholders. Katib's defaults are filled in as
+its mutating webhook fills them (parallelTrialCount 3, resumePolicy Never, the StdOut collector,
+each metric's strategy by the objective's type). Katib fields that only make sense on Kubernetes
+are refused with the field named, never dropped without a word.
 """
 
 from __future__ import annotations
 
 import copy
-import difflib
-import math
+import functools
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
 
 import yaml
 
+from loom.domain import katib_checks as check
 from loom.domain.errors import ManifestError
 from loom.domain.katib_types import (
     ALGORITHMS,
@@ -47,18 +49,35 @@ __all__ = [  # the types are this module's too
     "TrialParameter",
     "load_document",
     "parse_experiment",
+    "placeholders",
     "trial_manifest",
 ]
 
 API_VERSION = "kubeflow.org/v1beta1"
 PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]*)\}")
+# Katib's references to a trial's own metadata: a Loom trial has one name (its job's), which
+# stands for both. Katib's others (Kind, APIVersion, Labels[…], Annotations[…]) name parts of a
+# Kubernetes object, which a Loom trial is not.
 METADATA_REFERENCES = ("${trialSpec.Name}", "${trialSpec.Namespace}")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+DEFAULT_PARALLEL = 3  # Katib's DefaultTrialParallelCount
+_INTEGER = re.compile(r"[+-]?\d+")
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
-# Katib fields a Loom experiment cannot honour: refused with why.
-_KUBERNETES_ONLY = {
-    "nasConfig": "neural architecture search is not offered by Loom",
-    "configMap": "a Kubernetes ConfigMap; put the Loom manifest in trialSpec",
+CollectorKind = Literal["StdOut", "File", "TensorFlowEvent", "None"]
+FileFormat = Literal["TEXT", "JSON"]
+ResumePolicy = Literal["Never", "LongRunning", "FromVolume"]
+_T = TypeVar("_T", bound=str)
+_TYPES: tuple[ParameterType, ...] = ("double", "int", "categorical", "discrete")
+_DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "logUniform", "normal", "logNormal")
+_STRATEGIES: tuple[Strategy, ...] = ("min", "max", "latest")
+_COLLECTORS: tuple[CollectorKind, ...] = ("StdOut", "File", "TensorFlowEvent", "None")
+_OBJECTIVES: tuple[Literal["maximize", "minimize"], ...] = ("maximize", "minimize")
+_RESUME: tuple[ResumePolicy, ...] = ("Never", "LongRunning", "FromVolume")
+_SIDECARS = {  # Katib's collectors that are Kubernetes machinery
+    "PrometheusMetric": "a Kubernetes sidecar scraping the trial's Prometheus endpoint",
+    "Custom": "a Kubernetes sidecar container of your own",
+    "Push": "a push to Katib's database; log metrics with Loom's tracking SDK and use None",
 }
 # Fields Katib's own examples carry that mean nothing for a Loom job: accepted, said aloud.
 _IGNORED = {
@@ -68,83 +87,10 @@ _IGNORED = {
     "failureCondition": "a trial fails when its job fails",
     "retain": "a trial's job is kept until the experiment is deleted",
 }
-_SPEC_FIELDS = {
-    "objective",
-    "algorithm",
-    "earlyStopping",
-    "parallelTrialCount",
-    "maxTrialCount",
-    "maxFailedTrialCount",
-    "parameters",
-    "trialTemplate",
-    "metricsCollectorSpec",
-    "resumePolicy",
-    "nasConfig",
-}
-
-
-def _fail(field_path: str, message: str) -> ManifestError:
-    return ManifestError(f"{field_path}: {message}", field=field_path)
-
-
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _fail(where, f"must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def _known(found: dict[str, Any], allowed: set[str] | tuple[str, ...], where: str) -> None:
-    for key in found:
-        if key in _KUBERNETES_ONLY:
-            raise _fail(_join(where, key), f"{_KUBERNETES_ONLY[key]}; refused")
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.6)
-            hint = f"; did you mean `{close[0]}`?" if close else ""
-            raise _fail(_join(where, key), f"unknown field{hint}")
-
-
-def _join(where: str, key: Any) -> str:
-    return f"{where}.{key}" if where else str(key)
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _fail(where, f"must be a list, got {type(value).__name__}")
-    return value
-
-
-def _count(value: Any, where: str, low: int) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise _fail(where, f"must be a whole number ≥ {low}, got {value!r}")
-    return value
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool):
-        raise _fail(where, f"must be a number, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise _fail(where, f"must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise _fail(where, f"must be a finite number, got {value!r}")
-    return number
-
-
-def _text(value: Any, where: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise _fail(where, f"must be text, got {value!r}")
-    return str(value)
-
-
-def _choice(value: Any, where: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise _fail(where, f"{value!r} is not one of {', '.join(allowed)}")
-    return str(value)
+_SPEC_FIELDS = (
+    *("objective", "algorithm", "earlyStopping", "parameters", "trialTemplate", "resumePolicy"),
+    *("parallelTrialCount", "maxTrialCount", "maxFailedTrialCount", "metricsCollectorSpec"),
+)
 
 
 # -- the document ------------------------------------------------------------------------------
@@ -154,30 +100,12 @@ def parse_experiment(data: str | bytes | dict[str, Any]) -> ExperimentSpec:
     document = load_document(data) if isinstance(data, str | bytes) else data
     warnings: list[str] = []
     if "spec" in document or "kind" in document or "apiVersion" in document:
-        _known(document, ("apiVersion", "kind", "metadata", "spec"), "")
-        if document.get("apiVersion", API_VERSION) != API_VERSION:
-            raise _fail("apiVersion", f"{document['apiVersion']!r}; use {API_VERSION}")
-        if document.get("kind", "Experiment") != "Experiment":
-            raise _fail("kind", f"{document['kind']!r}; an experiment is kind: Experiment")
-        metadata = _mapping(document.get("metadata") or {}, "metadata")
-        _known(metadata, ("name", "namespace", "labels", "annotations"), "metadata")
-        if "namespace" in metadata:
-            warnings.append("metadata.namespace is ignored: an experiment belongs to its owner")
-        for key in ("labels", "annotations"):
-            if key in metadata:
-                warnings.append(f"metadata.{key} are ignored: Loom keeps no Kubernetes metadata")
-        name, name_field = metadata.get("name"), "metadata.name"
-        spec = _mapping(document.get("spec"), "spec")
-        where = "spec"
-    else:
-        spec = dict(document)
-        name, name_field = spec.pop("name", None), "name"
-        where = ""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise _fail(
-            name_field, f"letters, digits, `-`, `_` and `.`, ≤ 200 characters; got {name!r}"
-        )
-    return _spec(name, spec, where, warnings)
+        name, spec = _envelope(document, warnings)
+        return _spec(name, spec, "spec", warnings)
+    spec = dict(document)
+    name = spec.pop("name", None)
+    _check_name(name, "name")
+    return _spec(name, spec, "", warnings)
 
 
 def load_document(text: str | bytes) -> dict[str, Any]:
@@ -193,37 +121,56 @@ def load_document(text: str | bytes) -> dict[str, Any]:
     return data
 
 
+def _envelope(document: dict[str, Any], warnings: list[str]) -> tuple[str, dict[str, Any]]:
+    """The name and spec of a whole Kubernetes-style document."""
+    check.known(document, ("apiVersion", "kind", "metadata", "spec"), "")
+    if document.get("apiVersion", API_VERSION) != API_VERSION:
+        raise check.fail("apiVersion", f"{document['apiVersion']!r}; use {API_VERSION}")
+    if document.get("kind", "Experiment") != "Experiment":
+        raise check.fail("kind", f"{document['kind']!r}; an experiment is kind: Experiment")
+    metadata = check.section(document, "metadata", "", "the experiment's name")
+    check.known(metadata, ("name", "namespace", "labels", "annotations"), "metadata")
+    if "namespace" in metadata:
+        warnings.append("metadata.namespace is ignored: an experiment belongs to its owner")
+    for key in ("labels", "annotations"):
+        if key in metadata:
+            warnings.append(f"metadata.{key} are ignored: Loom keeps no Kubernetes metadata")
+    _check_name(metadata.get("name"), "metadata.name")
+    return metadata["name"], check.section(document, "spec", "", "what to search and how")
+
+
+def _check_name(name: Any, where: str) -> None:
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise check.fail(
+            where, f"letters, digits, `-`, `_` and `.`, ≤ 200 characters; got {name!r}"
+        )
+
+
 def _spec(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> ExperimentSpec:
-    _known(spec, _SPEC_FIELDS, where)
-    at: Callable[[str], str] = lambda key: _join(where, key)  # noqa: E731
+    check.known(spec, _SPEC_FIELDS, where)
+    at: Callable[[str], str] = functools.partial(check.join, where)
     parameters = _parameters(spec.get("parameters"), at("parameters"))
-    algorithm = _algorithm(spec.get("algorithm"), at("algorithm"), ALGORITHMS, required=True)
-    assert algorithm is not None
-    stopping = _algorithm(spec.get("earlyStopping"), at("earlyStopping"), EARLY_STOPPING)
-    if algorithm.name == "grid":
-        for index, parameter in enumerate(parameters):
-            if parameter.type == "double" and parameter.step is None:
-                raise _fail(
-                    at(f"parameters[{index}].feasibleSpace.step"),
-                    f"the grid needs a step for the double parameter {parameter.name}",
-                )
-    parallel = _count(spec.get("parallelTrialCount"), at("parallelTrialCount"), 1) or 3
-    most = _count(spec.get("maxTrialCount"), at("maxTrialCount"), 1)
-    failed = _count(spec.get("maxFailedTrialCount"), at("maxFailedTrialCount"), 0)
-    if most is not None and parallel > most:
-        raise _fail(at("parallelTrialCount"), f"{parallel} is more than maxTrialCount ({most})")
-    if most is not None and failed is not None and failed > most:
-        raise _fail(at("maxFailedTrialCount"), f"{failed} is more than maxTrialCount ({most})")
-    policy = spec.get("resumePolicy", "Never")
-    _choice(policy, at("resumePolicy"), ("Never", "LongRunning", "FromVolume"))
-    collector = _collector(spec.get("metricsCollectorSpec"), at("metricsCollectorSpec"))
-    trial_parameters, trial_spec = _template(
-        spec.get("trialTemplate"), at("trialTemplate"), parameters, warnings
+    algorithm = _algorithm(
+        check.section(spec, "algorithm", where, "the search algorithm"), at("algorithm"), ALGORITHMS
     )
+    if algorithm.name == "grid":
+        _grid_steps(parameters, at("parameters"))
+    stopping = spec.get("earlyStopping")
+    if stopping is not None:
+        stopping = _algorithm(
+            check.mapping(stopping, at("earlyStopping")), at("earlyStopping"), EARLY_STOPPING
+        )
+    parallel, most, failed = _counts(spec, at)
+    template = check.section(
+        spec, "trialTemplate", where, "the trial parameters and the trial spec"
+    )
+    trial_parameters, trial_spec = _template(template, at("trialTemplate"), parameters, warnings)
     made = ExperimentSpec(
         name=name,
         parameters=parameters,
-        objective=_objective(spec.get("objective"), at("objective")),
+        objective=_objective(
+            check.section(spec, "objective", where, "the metric to optimize"), at("objective")
+        ),
         algorithm=algorithm,
         trial_parameters=trial_parameters,
         trial_spec=trial_spec,
@@ -231,289 +178,383 @@ def _spec(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> E
         parallel_trial_count=parallel,
         max_trial_count=most,
         max_failed_trial_count=failed,
-        resume_policy=policy,
-        metrics_collector=collector,
+        resume_policy=check.choice(
+            spec.get("resumePolicy") or "Never", at("resumePolicy"), _RESUME
+        ),
+        metrics_collector=_collector(spec.get("metricsCollectorSpec"), at("metricsCollectorSpec")),
         warnings=tuple(warnings),
     )
     _check_template(made, "metricsCollectorSpec" in spec, at)
     return made
 
 
-# -- parts -------------------------------------------------------------------------------------
+def _counts(spec: dict[str, Any], at: Callable[[str], str]) -> tuple[int, int | None, int | None]:
+    """parallelTrialCount, maxTrialCount and maxFailedTrialCount, by Katib's rules: neither
+    of the others may be more than maxTrialCount."""
+    parallel = check.count(spec.get("parallelTrialCount"), at("parallelTrialCount"), 1)
+    most = check.count(spec.get("maxTrialCount"), at("maxTrialCount"), 1)
+    failed = check.count(spec.get("maxFailedTrialCount"), at("maxFailedTrialCount"), 0)
+    for key, count in (("parallelTrialCount", parallel), ("maxFailedTrialCount", failed)):
+        if count is not None and most is not None and count > most:
+            raise check.fail(at(key), f"{count} is more than maxTrialCount ({most})")
+    if parallel is None:  # Katib's default, which its own check then refuses for maxTrialCount < 3
+        parallel = DEFAULT_PARALLEL if most is None else min(DEFAULT_PARALLEL, most)
+    return parallel, most, failed
+
+
+# -- the search space --------------------------------------------------------------------------
 def _parameters(value: Any, where: str) -> tuple[Parameter, ...]:
-    items = _list(value, where)
-    if not items:
-        raise _fail(where, "an experiment needs at least one parameter to search")
-    found: list[Parameter] = []
-    for index, item in enumerate(items):
-        parameter = _parameter(_mapping(item, f"{where}[{index}]"), f"{where}[{index}]")
-        if any(p.name == parameter.name for p in found):
-            raise _fail(f"{where}[{index}].name", f"{parameter.name!r} is named twice")
-        found.append(parameter)
-    return tuple(found)
+    found: dict[str, Parameter] = {}
+    for at, item in check.entries(value, where, ("name", "parameterType", "feasibleSpace")):
+        parameter = _parameter(item, at)
+        if parameter.name in found:
+            raise check.fail(f"{at}.name", f"{parameter.name!r} is named twice")
+        found[parameter.name] = parameter
+    if not found:
+        raise check.fail(where, "an experiment needs at least one parameter to search")
+    return tuple(found.values())
 
 
 def _parameter(item: dict[str, Any], where: str) -> Parameter:
-    if "distribution" in item:
-        raise _fail(f"{where}.distribution", "goes in feasibleSpace, where Katib reads it")
-    _known(item, ("name", "parameterType", "feasibleSpace"), where)
-    name = item.get("name")
-    if not isinstance(name, str) or not name:
-        raise _fail(f"{where}.name", f"a parameter needs a name, got {name!r}")
-    kind = _choice(
-        item.get("parameterType"),
-        f"{where}.parameterType",
-        ("double", "int", "categorical", "discrete"),
-    )
-    space_at = f"{where}.feasibleSpace"
-    space = _mapping(item.get("feasibleSpace"), space_at)
-    _known(space, ("min", "max", "step", "list", "distribution"), space_at)
-    distribution = space.get("distribution")
-    if distribution is not None:
-        _choice(
-            distribution,
-            f"{space_at}.distribution",
-            ("uniform", "logUniform", "normal", "logNormal"),
-        )
+    name = check.name(item.get("name"), f"{where}.name")
+    kind = check.choice(item.get("parameterType"), f"{where}.parameterType", _TYPES)
+    space = check.section(item, "feasibleSpace", where, "the values to search")
+    at = f"{where}.feasibleSpace"
+    check.known(space, ("min", "max", "step", "list", "distribution"), at)
+    distribution = None
+    if space.get("distribution") not in (None, ""):  # Katib's empty one is its uniform
+        distribution = check.choice(space["distribution"], f"{at}.distribution", _DISTRIBUTIONS)
     if kind in ("categorical", "discrete"):
-        return _listed(name, kind, space, space_at, distribution)
+        values = _listed(kind, space, at)
+        return Parameter(name, kind, values=values, distribution=distribution)
+    low, high, step = _ranged(kind, space, at, distribution)
+    return Parameter(name, kind, low, high, step, distribution=distribution)
+
+
+def _ranged(
+    kind: str, space: dict[str, Any], where: str, distribution: str | None
+) -> tuple[float, float, float | None]:
     if "list" in space:
-        raise _fail(f"{space_at}.list", f"a {kind} parameter takes min and max, not a list")
-    low, high = (_number(space.get(k), f"{space_at}.{k}") for k in ("min", "max"))
-    if kind == "int" and not (low.is_integer() and high.is_integer()):
-        raise _fail(
-            f"{space_at}.min", f"an int parameter's bounds are whole numbers: {low}, {high}"
-        )
+        raise check.fail(f"{where}.list", f"a {kind} parameter takes min and max, not a list")
+    low, high = (_bound(space.get(key), f"{where}.{key}", kind) for key in ("min", "max"))
     if low >= high:
-        raise _fail(f"{space_at}.max", f"{high:g} must be more than min ({low:g})")
-    step = None
-    if space.get("step") is not None:
-        step = _number(space["step"], f"{space_at}.step")
-        if step <= 0 or step > high - low or (kind == "int" and not step.is_integer()):
-            raise _fail(
-                f"{space_at}.step", f"{space['step']!r} must be > 0, ≤ max − min, whole for int"
-            )
+        raise check.fail(f"{where}.max", f"{high:g} must be more than min ({low:g})")
     if distribution in ("logUniform", "logNormal") and low <= 0:
-        raise _fail(f"{space_at}.min", f"a {distribution} parameter needs min > 0, got {low:g}")
-    return Parameter(name, kind, low, high, step, (), distribution)  # type: ignore[arg-type]
+        raise check.fail(f"{where}.min", f"a {distribution} parameter needs min > 0, got {low:g}")
+    if space.get("step") in (None, ""):
+        return low, high, None
+    step = check.number(space["step"], f"{where}.step")
+    if step <= 0 or step > high - low:
+        raise check.fail(
+            f"{where}.step", f"{space['step']!r} must be > 0 and ≤ max − min ({high - low:g})"
+        )
+    if kind == "int" and not step.is_integer():
+        raise check.fail(
+            f"{where}.step", f"an int parameter's step is whole, got {space['step']!r}"
+        )
+    return low, high, step
 
 
-def _listed(
-    name: str, kind: str, space: dict[str, Any], where: str, distribution: Any
-) -> Parameter:
-    if any(k in space for k in ("min", "max", "step")):
-        raise _fail(f"{where}.list", f"a {kind} parameter takes a list, not min/max/step")
-    values = [
-        _text(v, f"{where}.list[{i}]")
-        for i, v in enumerate(_list(space.get("list"), f"{where}.list"))
-    ]
+def _bound(value: Any, where: str, kind: str) -> float:
+    if value is None or value == "":
+        raise check.fail(where, f"a {kind} parameter needs min and max")
+    number = check.number(value, where)
+    if kind == "int" and not number.is_integer():
+        raise check.fail(where, f"an int parameter's bounds are whole numbers, got {value!r}")
+    return number
+
+
+def _listed(kind: str, space: dict[str, Any], where: str) -> tuple[str, ...]:
+    for key in ("min", "max", "step"):
+        if key in space:
+            raise check.fail(f"{where}.{key}", f"a {kind} parameter takes a list, not min/max/step")
+    items = check.sequence(space.get("list"), f"{where}.list")
+    values = tuple(check.text(v, f"{where}.list[{i}]") for i, v in enumerate(items))
     if not values:
-        raise _fail(f"{where}.list", f"a {kind} parameter needs a non-empty list")
-    if len(set(values)) != len(values):
-        raise _fail(f"{where}.list", f"{values!r} holds a value twice")
+        raise check.fail(f"{where}.list", f"a {kind} parameter needs a non-empty list")
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:
+        raise check.fail(f"{where}.list", f"{twice[0]!r} is listed twice")
     if kind == "discrete":
         for index, value in enumerate(values):
-            _number(value, f"{where}.list[{index}]")
-    return Parameter(name, kind, values=tuple(values), distribution=distribution)  # type: ignore[arg-type]
+            check.number(value, f"{where}.list[{index}]")
+    return values
 
 
-def _objective(value: Any, where: str) -> Objective:
-    found = _mapping(value, where)
-    _known(
-        found,
-        ("type", "goal", "objectiveMetricName", "additionalMetricNames", "metricStrategies"),
-        where,
-    )
-    kind = _choice(found.get("type"), f"{where}.type", ("maximize", "minimize"))
-    metric = found.get("objectiveMetricName")
-    if not isinstance(metric, str) or not metric:
-        raise _fail(f"{where}.objectiveMetricName", f"the metric to optimize, got {metric!r}")
-    goal = found.get("goal")
-    goal = None if goal is None else _number(goal, f"{where}.goal")
-    extra = [
-        _text(m, f"{where}.additionalMetricNames[{i}]")
-        for i, m in enumerate(
-            _list(found.get("additionalMetricNames"), f"{where}.additionalMetricNames")
-        )
-    ]
-    if metric in extra:
-        raise _fail(f"{where}.additionalMetricNames", f"{metric!r} is the objective already")
-    strategies: dict[str, Strategy] = {}
-    for index, item in enumerate(_list(found.get("metricStrategies"), f"{where}.metricStrategies")):
-        at = f"{where}.metricStrategies[{index}]"
-        entry = _mapping(item, at)
-        _known(entry, ("name", "value"), at)
-        named = _text(entry.get("name"), f"{at}.name")
-        if named not in (metric, *extra):
-            raise _fail(
-                f"{at}.name", f"{named!r} is neither the objective nor an additional metric"
+def _grid_steps(parameters: tuple[Parameter, ...], where: str) -> None:
+    for index, parameter in enumerate(parameters):
+        if parameter.type == "double" and parameter.step is None:
+            raise check.fail(
+                f"{where}[{index}].feasibleSpace.step",
+                f"the grid needs a step for the double parameter {parameter.name}",
             )
-        strategies[named] = _choice(entry.get("value"), f"{at}.value", ("min", "max", "latest"))  # type: ignore[assignment]
+
+
+# -- objective and algorithms ------------------------------------------------------------------
+def _objective(found: dict[str, Any], where: str) -> Objective:
+    keys = ("type", "goal", "objectiveMetricName", "additionalMetricNames", "metricStrategies")
+    check.known(found, keys, where)
+    kind = check.choice(found.get("type"), f"{where}.type", _OBJECTIVES)
+    metric = check.name(found.get("objectiveMetricName"), f"{where}.objectiveMetricName")
+    goal = None if found.get("goal") is None else check.number(found["goal"], f"{where}.goal")
+    extra = _additional(
+        found.get("additionalMetricNames"), f"{where}.additionalMetricNames", metric
+    )
+    strategies = _strategies(
+        found.get("metricStrategies"), f"{where}.metricStrategies", (metric, *extra)
+    )
+    # Katib's webhook: a metric without a strategy gets the objective's direction, additional
+    # metrics included (whatever its comment says).
     default: Strategy = "max" if kind == "maximize" else "min"
-    for name in (metric, *extra):
-        strategies.setdefault(name, default)
-    return Objective(kind, metric, goal, tuple(extra), strategies)  # type: ignore[arg-type]
+    filled = {name: strategies.get(name, default) for name in (metric, *extra)}
+    return Objective(kind, metric, goal, extra, filled)
 
 
-def _algorithm(
-    value: Any, where: str, names: tuple[str, ...], required: bool = False
-) -> Algorithm | None:
-    if value is None and not required:
-        return None
-    found = _mapping(value, where)
-    _known(found, ("algorithmName", "algorithmSettings"), where)
-    name = _choice(found.get("algorithmName"), f"{where}.algorithmName", names)
-    settings: dict[str, str] = {}
-    for index, item in enumerate(
-        _list(found.get("algorithmSettings"), f"{where}.algorithmSettings")
-    ):
-        at = f"{where}.algorithmSettings[{index}]"
-        entry = _mapping(item, at)
-        _known(entry, ("name", "value"), at)
-        key = _text(entry.get("name"), f"{at}.name")
-        if key in settings:
-            raise _fail(f"{at}.name", f"{key!r} is set twice")
-        settings[key] = _text(entry.get("value"), f"{at}.value")
-    return Algorithm(name, settings)
+def _additional(value: Any, where: str, objective: str) -> tuple[str, ...]:
+    names = tuple(
+        check.name(m, f"{where}[{i}]") for i, m in enumerate(check.sequence(value, where))
+    )
+    if objective in names:
+        raise check.fail(where, f"{objective!r} is the objective already")
+    twice = [m for i, m in enumerate(names) if m in names[:i]]
+    if twice:
+        raise check.fail(where, f"{twice[0]!r} is named twice")
+    return names
 
 
+def _strategies(value: Any, where: str, metrics: tuple[str, ...]) -> dict[str, Strategy]:
+    found: dict[str, Strategy] = {}
+    for at, name, strategy in check.pairs(value, where):
+        if name not in metrics:
+            raise check.fail(
+                f"{at}.name", f"{name!r} is not one of the metrics: {', '.join(metrics)}"
+            )
+        found[name] = check.choice(strategy, f"{at}.value", _STRATEGIES)
+    return found
+
+
+def _algorithm(found: dict[str, Any], where: str, names: tuple[str, ...]) -> Algorithm:
+    check.known(found, ("algorithmName", "algorithmSettings"), where)
+    name = check.choice(found.get("algorithmName"), f"{where}.algorithmName", names)
+    settings = check.pairs(found.get("algorithmSettings"), f"{where}.algorithmSettings")
+    return Algorithm(name, {key: value for _, key, value in settings})
+
+
+# -- metrics -----------------------------------------------------------------------------------
 def _collector(value: Any, where: str) -> MetricsCollector:
     if value is None:
         return MetricsCollector()
-    found = _mapping(value, where)
-    _known(found, ("collector", "source"), where)
-    collector = _mapping(found.get("collector") or {}, f"{where}.collector")
-    _known(collector, ("kind",), f"{where}.collector")
+    found = check.mapping(value, where)
+    check.known(found, ("collector", "source"), where)
+    kind = _collector_kind(found.get("collector"), f"{where}.collector")
+    source_at = f"{where}.source"
+    source = check.mapping(found.get("source") or {}, source_at)
+    check.known(source, ("filter", "fileSystemPath"), source_at)
+    filters = _filters(source.get("filter"), f"{source_at}.filter")
+    path, fmt = _file_path(source.get("fileSystemPath"), f"{source_at}.fileSystemPath", kind)
+    if source.get("filter") is not None and (kind in ("TensorFlowEvent", "None") or fmt == "JSON"):
+        why = "a JSON file's metrics are its keys" if fmt == "JSON" else f"a {kind} collector"
+        raise check.fail(f"{source_at}.filter", f"{why} takes no filter")
+    return MetricsCollector(kind, filters, path, fmt)
+
+
+def _collector_kind(value: Any, where: str) -> CollectorKind:
+    collector = check.mapping(value or {}, where)
     kind = collector.get("kind", "StdOut")
-    if kind in ("PrometheusMetric", "Custom"):
-        raise _fail(
-            f"{where}.collector.kind",
-            f"{kind} is a Kubernetes sidecar; Loom collects StdOut, File, TensorFlowEvent or None",
+    if kind in _SIDECARS:  # before the keys: Custom comes with its `customCollector` container
+        raise check.fail(
+            f"{where}.kind",
+            f"{kind} is {_SIDECARS[kind]}; Loom collects StdOut, File, TensorFlowEvent or None",
         )
-    _choice(kind, f"{where}.collector.kind", ("StdOut", "File", "TensorFlowEvent", "None"))
-    source = _mapping(found.get("source") or {}, f"{where}.source")
-    _known(source, ("filter", "fileSystemPath", "httpGet"), f"{where}.source")
-    if "httpGet" in source:
-        raise _fail(f"{where}.source.httpGet", "Prometheus scraping is not offered; refused")
-    filters = _filters(source.get("filter"), f"{where}.source.filter")
-    path, fmt = _file_path(source.get("fileSystemPath"), f"{where}.source.fileSystemPath")
-    if kind in ("File", "TensorFlowEvent") and path is None:
-        raise _fail(f"{where}.source.fileSystemPath.path", f"a {kind} collector needs a path")
-    if kind == "File" and fmt == "JSON" and filters:
-        raise _fail(f"{where}.source.filter", "a JSON file's metrics are its keys; no filter")
-    if kind in ("TensorFlowEvent", "None") and filters:
-        raise _fail(f"{where}.source.filter", f"a {kind} collector takes no filter")
-    return MetricsCollector(kind, filters, path, (fmt or "TEXT") if kind == "File" else None)  # type: ignore[arg-type]
+    check.known(collector, ("kind",), where)
+    return check.choice(kind, f"{where}.kind", _COLLECTORS)
 
 
 def _filters(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
-    found = _mapping(value, where)
-    _known(found, ("metricsFormat",), where)
-    out = []
-    for index, item in enumerate(_list(found.get("metricsFormat"), f"{where}.metricsFormat")):
+    found = check.mapping(value, where)
+    check.known(found, ("metricsFormat",), where)
+    patterns = []
+    for index, item in enumerate(
+        check.sequence(found.get("metricsFormat"), f"{where}.metricsFormat")
+    ):
         at = f"{where}.metricsFormat[{index}]"
-        pattern = _text(item, at)
+        pattern = check.text(item, at)
         try:
             groups = re.compile(pattern).groups
         except re.error as exc:
-            raise _fail(at, f"not a regular expression: {exc}") from None
+            raise check.fail(at, f"{pattern!r} is not a regular expression: {exc}") from None
         if groups < 2:
-            raise _fail(at, "needs two groups: the metric's name, then its value")
-        out.append(pattern)
-    return tuple(out)
+            raise check.fail(at, f"{pattern!r} needs two groups: the metric's name, then its value")
+        patterns.append(pattern)
+    return tuple(patterns)
 
 
-def _file_path(value: Any, where: str) -> tuple[str | None, str | None]:
-    if value is None:
+def _file_path(value: Any, where: str, kind: CollectorKind) -> tuple[str | None, FileFormat | None]:
+    """`fileSystemPath`: a File collector's file (TEXT or JSON lines), a TensorFlowEvent
+    collector's directory; the others read none."""
+    wanted = {"File": "File", "TensorFlowEvent": "Directory"}.get(kind)
+    if wanted is None:
+        if value is not None:
+            raise check.fail(where, f"a {kind} collector reads no file; leave fileSystemPath out")
         return None, None
-    found = _mapping(value, where)
-    _known(found, ("path", "kind", "format"), where)
-    path = found.get("path")
-    if path is not None:
-        path = _text(path, f"{where}.path")
-    if "kind" in found:
-        _choice(found["kind"], f"{where}.kind", ("File", "Directory"))
-    fmt = found.get("format")
-    if fmt is not None:
-        _choice(fmt, f"{where}.format", ("TEXT", "JSON"))
-    return path, fmt
+    found = check.mapping(value or {}, where)
+    check.known(found, ("path", "kind", "format"), where)
+    if found.get("path") in (None, ""):
+        raise check.fail(f"{where}.path", f"a {kind} collector needs a path: its {wanted.lower()}")
+    path = check.text(found["path"], f"{where}.path")
+    if found.get("kind") not in (None, wanted):
+        given = check.choice(found["kind"], f"{where}.kind", ("File", "Directory"))
+        raise check.fail(f"{where}.kind", f"{given}: a {kind} collector reads a {wanted.lower()}")
+    if kind == "TensorFlowEvent":
+        if found.get("format") not in (None, ""):
+            raise check.fail(f"{where}.format", "event files have their own format; leave it out")
+        return path, None
+    formats: tuple[FileFormat, ...] = ("TEXT", "JSON")
+    return path, check.choice(found.get("format") or "TEXT", f"{where}.format", formats)
 
 
+# -- the trial template ------------------------------------------------------------------------
 def _template(
-    value: Any, where: str, parameters: tuple[Parameter, ...], warnings: list[str]
+    found: dict[str, Any], where: str, parameters: tuple[Parameter, ...], warnings: list[str]
 ) -> tuple[tuple[TrialParameter, ...], dict[str, Any]]:
-    found = _mapping(value, where)
-    _known(found, ("trialParameters", "trialSpec", *_IGNORED), where)
-    for key, why in _IGNORED.items():
-        if key in found:
-            warnings.append(f"{where}.{key} is ignored: {why}")
-    names = {p.name for p in parameters}
-    declared: list[TrialParameter] = []
-    for index, item in enumerate(_list(found.get("trialParameters"), f"{where}.trialParameters")):
-        at = f"{where}.trialParameters[{index}]"
-        entry = _mapping(item, at)
-        _known(entry, ("name", "reference", "description"), at)
-        name = _text(entry.get("name"), f"{at}.name")
-        if any(t.name == name for t in declared):
-            raise _fail(f"{at}.name", f"{name!r} is declared twice")
-        reference = _text(entry.get("reference"), f"{at}.reference")
-        if reference not in names and reference not in METADATA_REFERENCES:
-            raise _fail(
-                f"{at}.reference",
-                f"{reference!r} is not a parameter (spec.parameters: {', '.join(sorted(names))})",
-            )
-        declared.append(TrialParameter(name, reference, str(entry.get("description") or "")))
+    check.known(found, ("trialParameters", "trialSpec", *_IGNORED), where)
+    warnings.extend(
+        f"{where}.{key} is ignored: {why}" for key, why in _IGNORED.items() if key in found
+    )
+    declared = _trial_parameters(
+        found.get("trialParameters"), f"{where}.trialParameters", parameters
+    )
     spec_at = f"{where}.trialSpec"
-    trial_spec = _mapping(found.get("trialSpec"), spec_at)
+    trial_spec = check.section(found, "trialSpec", where, "the Loom manifest each trial runs")
     if "apiVersion" in trial_spec or "kind" in trial_spec:
-        raise _fail(
+        raise check.fail(
             spec_at,
-            "a Kubernetes object; in Loom a trial is a job, so trialSpec is a Loom manifest "
-            "(name, framework, learners, cpus, …)",
+            "a Kubernetes object; in Loom a trial is a job, so trialSpec is a "
+            "Loom manifest (name, framework, learners, cpus, …)",
         )
-    used = set(PLACEHOLDER.findall(repr(trial_spec)))
-    known = {t.name for t in declared}
-    for name in sorted(used - known):
-        raise _fail(spec_at, f"${{trialParameters.{name}}} is not declared in trialParameters")
-    for name in sorted(known - used):
-        raise _fail(f"{where}.trialParameters", f"{name!r} is never used in trialSpec")
-    referenced = {t.reference for t in declared}
+    _check_placeholders(trial_spec, declared, where)
+    _check_references(declared, parameters, f"{where}.trialParameters", warnings)
+    return declared, trial_spec
+
+
+def _trial_parameters(
+    value: Any, where: str, parameters: tuple[Parameter, ...]
+) -> tuple[TrialParameter, ...]:
+    """Katib's rules: names unique and without braces, each reference a parameter (or the
+    trial's name)."""
+    names = [p.name for p in parameters]
+    declared: dict[str, TrialParameter] = {}
+    for at, entry in check.entries(value, where, ("name", "reference", "description")):
+        name = check.name(entry.get("name"), f"{at}.name")
+        if "{" in name or "}" in name or name in declared:
+            why = "is declared twice" if name in declared else "holds a brace"
+            raise check.fail(f"{at}.name", f"{name!r} {why}")
+        reference = check.name(entry.get("reference"), f"{at}.reference")
+        _check_reference(reference, f"{at}.reference", names)
+        description = check.text(entry.get("description") or "", f"{at}.description")
+        declared[name] = TrialParameter(name, reference, description)
+    return tuple(declared.values())
+
+
+def _check_reference(reference: str, where: str, names: list[str]) -> None:
+    if reference not in names and reference not in METADATA_REFERENCES:
+        known = ", ".join((*names, *METADATA_REFERENCES))
+        raise check.fail(where, f"{reference!r} is not a parameter, nor the trial's name ({known})")
+
+
+def _check_references(
+    declared: tuple[TrialParameter, ...],
+    parameters: tuple[Parameter, ...],
+    where: str,
+    warnings: list[str],
+) -> None:
+    """Katib's: one trial parameter per reference. Katib's webhook lets a parameter go
+    unreferenced (its values would be searched for nothing): said aloud here."""
+    referenced: set[str] = set()
+    for index, trial in enumerate(declared):
+        if trial.reference in referenced:
+            raise check.fail(
+                f"{where}[{index}].reference", f"{trial.reference!r} is referred to twice"
+            )
+        referenced.add(trial.reference)
     for parameter in parameters:
         if parameter.name not in referenced:
             warnings.append(
                 f"parameter {parameter.name} is searched but no trial parameter refers to it"
             )
-    return tuple(declared), trial_spec
+
+
+def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every string value in a trial spec, with its path (keys are never substituted)."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, check.join(where, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{where}[{index}]")
+
+
+def placeholders(trial_spec: Any) -> set[str]:
+    """The names that `${trialParameters.NAME}` placeholders give in a trial spec's strings."""
+    return {name for _, text in _strings(trial_spec, "") for name in PLACEHOLDER.findall(text)}
+
+
+def _check_placeholders(
+    trial_spec: dict[str, Any], declared: tuple[TrialParameter, ...], where: str
+) -> None:
+    """Katib's check both ways: every placeholder declared, every declared name used."""
+    known = {t.name for t in declared}
+    for path, text in _strings(trial_spec, ""):
+        for name in PLACEHOLDER.findall(text):
+            if name not in known:
+                said = ", ".join(sorted(known)) or "none"
+                raise check.fail(
+                    f"{where}.trialSpec",
+                    f"${{trialParameters.{name}}} in {path} is not declared in "
+                    f"trialParameters (declared: {said})",
+                )
+    for name in sorted(known - placeholders(trial_spec)):
+        raise check.fail(f"{where}.trialParameters", f"{name!r} is never used in trialSpec")
 
 
 # -- trials ------------------------------------------------------------------------------------
-def _sample(spec: ExperimentSpec) -> dict[str, str]:
-    """A plausible assignment, to check the template when the experiment is created."""
+def _samples(spec: ExperimentSpec) -> list[dict[str, str]]:
+    """Plausible assignments (every parameter at its low end, then at its high end), to check
+    the template when the experiment is created rather than at its first trial."""
     by_name = {p.name: p for p in spec.parameters}
-    values = {}
-    for trial in spec.trial_parameters:
-        parameter = by_name.get(trial.reference)
-        if parameter is None:
-            values[trial.name] = f"{spec.name}-0"
-        elif parameter.values:
-            values[trial.name] = parameter.values[0]
-        else:
-            low = parameter.min or 0.0
-            values[trial.name] = str(int(low)) if parameter.type == "int" else repr(low)
-    return values
+    return [
+        {
+            t.name: _plausible(by_name.get(t.reference), end, spec.name)
+            for t in spec.trial_parameters
+        }
+        for end in (0, -1)
+    ]
+
+
+def _plausible(parameter: Parameter | None, end: int, experiment: str) -> str:
+    if parameter is None:  # a metadata reference: the trial's name, as the driver gives it
+        return f"{experiment}-0"
+    if parameter.values:
+        return parameter.values[end]
+    bound = (parameter.min, parameter.max)[end]
+    assert bound is not None
+    return str(int(bound)) if parameter.type == "int" else repr(bound)
 
 
 def _check_template(
     spec: ExperimentSpec, explicit_collector: bool, at: Callable[[str], str]
 ) -> None:
     if explicit_collector and "evaluation_metrics" in spec.trial_spec:
-        raise _fail(
+        raise check.fail(
             at("metricsCollectorSpec"),
             "the trialSpec has its own evaluation_metrics: give one source of metrics, not two",
         )
-    trial_manifest(spec, _sample(spec))
+    for assignments in _samples(spec):
+        trial_manifest(spec, assignments)
 
 
 def _substitute(value: Any, values: dict[str, str]) -> Any:
@@ -531,16 +572,13 @@ def _substitute(value: Any, values: dict[str, str]) -> Any:
 
 def _as_number(text: str) -> Any:
     """A whole-placeholder field gets a number when the value is one (`cpus: ${…}`)."""
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            continue
-    return text
+    if _INTEGER.fullmatch(text):  # not "007" nor "+3": text that a number would change
+        return int(text) if str(int(text)) == text else text
+    return float(text) if _DECIMAL.fullmatch(text) else text
 
 
-def _metrics(spec: ExperimentSpec) -> dict[str, Any] | None:
-    collector = spec.metrics_collector
+def _metrics(collector: MetricsCollector) -> dict[str, Any] | None:
+    """The collector as the manifest's `evaluation_metrics`."""
     if collector.kind == "None":
         return None
     if collector.kind == "TensorFlowEvent":
@@ -554,17 +592,21 @@ def _metrics(spec: ExperimentSpec) -> dict[str, Any] | None:
 
 
 def trial_manifest(spec: ExperimentSpec, assignments: dict[str, str]) -> dict[str, Any]:
-    """The trial's manifest: `${trialParameters.NAME}` replaced in every string of the template,
-    the metrics collector translated into `evaluation_metrics`, checked as a manifest."""
+    """The trial's manifest: `${trialParameters.NAME}` replaced in every string of the template
+    by `assignments[NAME]`, the metrics collector translated into `evaluation_metrics` (unless
+    the template has its own), checked as a manifest."""
+    missing = sorted(placeholders(spec.trial_spec) - set(assignments))
+    if missing:
+        raise check.fail("spec.trialTemplate.trialParameters", f"no value for {', '.join(missing)}")
     manifest: dict[str, Any] = _substitute(copy.deepcopy(spec.trial_spec), assignments)
     if "evaluation_metrics" not in manifest:
-        metrics = _metrics(spec)
+        metrics = _metrics(spec.metrics_collector)
         if metrics is not None:
             manifest["evaluation_metrics"] = metrics
     try:
         manifest_from_dict(manifest)
     except ManifestError as exc:
         where = "spec.trialTemplate.trialSpec" + (f".{exc.field}" if exc.field else "")
-        given = ", ".join(f"{k}={v}" for k, v in assignments.items())
+        given = ", ".join(f"{k}={v}" for k, v in assignments.items()) or "no trial parameters"
         raise ManifestError(f"{exc.message} (with {given})", field=where) from exc
     return manifest

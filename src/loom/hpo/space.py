@@ -30,7 +30,7 @@ def distribution(index: int, parameter: Parameter) -> BaseDistribution:
         raise ManifestError(
             f"{parameter.name}: distribution {parameter.distribution} is not offered by Loom's "
             "samplers (Optuna's); use uniform or logUniform",
-            field=_field(index, "distribution"),
+            field=_field(index, "feasibleSpace.distribution"),
         )
     if parameter.type in ("categorical", "discrete"):
         return CategoricalDistribution(parameter.values)
