@@ -52,12 +52,12 @@ check-types: $(VENV)/.test-installed
 unit: $(VENV)/.test-installed
 	$(BIN)/pytest -m "not integration"
 
-# Everything on SQLite, then the API, store, lifecycle and TDS tests, and the experiments' crash,
-# halt and parallelism tests, again on PostgreSQL.
+# Everything on SQLite, then the API, store, lifecycle, TDS and pipelines tests, and the
+# experiments' crash, halt and parallelism tests, again on PostgreSQL.
 test: lint check-types sandbox-tools postgres-tools
 	$(BIN)/pytest --durations=15
 	LOOM_TEST_DB=postgres $(BIN)/pytest -m "not postgres" tests/api tests/store tests/lifecycle tests/tds \
-		tests/hpo/test_experiments.py -k "not test_experiments or kill9 or halt or goal or parallel"
+		tests/hpo/test_experiments.py tests/pipelines -k "not test_experiments or kill9 or halt or goal or parallel"
 
 # Known vulnerabilities in what is installed. Where PyPI's JSON API and osv.dev cannot be reached,
 # ADVISORY_DB=<a checkout of github.com/pypa/advisory-database> audits against it on loopback.

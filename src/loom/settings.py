@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     watchdog_interval_s: float = Field(default=2.0, gt=0)
     # How often experiments are moved on (trials followed, stopped early, proposed) at most.
     experiment_interval_s: float = Field(default=2.0, gt=0)
+    # How often pipeline runs are moved on at most (they also move when one of their jobs does).
+    pipeline_interval_s: float = Field(default=2.0, gt=0)
     server_id: str | None = Field(
         default=None,
         max_length=200,

@@ -16,7 +16,7 @@ from loom.domain.errors import Conflict, NotFound
 from loom.domain.states import UNFINISHED_STATES
 from loom.store import jobs as job_rows
 from loom.store import users as user_rows
-from loom.store.tables import Experiment, Job, User
+from loom.store.tables import Experiment, Job, PipelineRun, User
 
 ALL = 10**9
 
@@ -38,7 +38,9 @@ def listing_owner(
     return found.id
 
 
-def owner_names(session: Session, owned: Iterable[Job | Experiment]) -> dict[str, str]:
+def owner_names(
+    session: Session, owned: Iterable[Job | Experiment | PipelineRun]
+) -> dict[str, str]:
     ids = {item.owner_id for item in owned}
     return {i: user.name for i in ids if (user := session.get(User, i)) is not None}
 

@@ -26,6 +26,7 @@ from loom.api.routers import (
     metrics,
     models,
     operations,
+    pipelines,
     tokens,
     transfers,
     users,
@@ -70,6 +71,7 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
     routers = (
         jobs,
         experiments,
+        pipelines,
         logs,
         metrics,
         models,

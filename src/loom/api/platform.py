@@ -18,6 +18,7 @@ from loom.lifecycle.isolation import Isolation, decide, sandbox_policy, with_lau
 from loom.lifecycle.leadership import Leadership
 from loom.lifecycle.manager import LifecycleManager
 from loom.observability import PlatformMetrics
+from loom.pipelines.service import Pipelines
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
 from loom.serving.spec import Tls
@@ -58,6 +59,7 @@ class Platform:
     leadership: Leadership
     platform_metrics: PlatformMetrics
     experiments: Experiments
+    pipelines: Pipelines
     retention: Retention | None = None
     channel: Any = None  # store.notify.PgChannel on PostgreSQL
 
@@ -77,11 +79,16 @@ class Platform:
         if self.retention is not None:
             self.retention.stop()
         self.leadership.stop()
+        self.pipelines.driver.stop()
         self.experiments.driver.stop()
         self.lifecycle.stop()
         if self.channel is not None:
             self.channel.close()
         self.db.close()
+
+    def wake_drivers(self) -> None:
+        self.experiments.driver.wake()
+        self.pipelines.driver.wake()
 
     def leader_status(self) -> tuple[str, bool]:
         """This server's id, and whether it runs the lifecycle now."""
@@ -92,8 +99,10 @@ class Platform:
         self.lifecycle.start()
         self.deployments.start()
         self.experiments.driver.start()
+        self.pipelines.driver.start()
 
     def _step_down(self) -> None:
+        self.pipelines.driver.stop()
         self.experiments.driver.stop()
         self.deployments.stop()
         self.lifecycle.step_down()
@@ -169,6 +178,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     leadership = Leadership(
         db, server_id, settings.api_url, settings.leader_ttl_s, lambda: None, lambda: None
     )
+    experiments = Experiments(settings, db, keys, artifacts, lifecycle, tds, registry)
     platform = Platform(
         settings,
         db,
@@ -181,10 +191,14 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         isolation,
         leadership,
         observed,
-        Experiments(settings, db, keys, artifacts, lifecycle, tds, registry),
+        experiments,
+        Pipelines(
+            settings, db, keys, artifacts, lifecycle, tds, registry, deployments, experiments
+        ),
     )
     platform.experiments.driver.fence = leadership.fence
-    lifecycle.on_change = platform.experiments.driver.wake  # a trial's job moved: look now
+    platform.pipelines.driver.fence = leadership.fence
+    lifecycle.on_change = platform.wake_drivers  # a trial's or a step's job moved: look now
     leadership.on_gain, leadership.on_loss = platform._lead, platform._step_down
     lifecycle.fence = leadership.fence
     lifecycle.api_urls = lambda session: live_servers(session, settings.api_url)

@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 
 import loom
-from loom.cli import admin, contexts, deployments, experiments, jobs, models, tokens, users
+from loom.cli import (
+    admin,
+    contexts,
+    deployments,
+    experiments,
+    jobs,
+    models,
+    pipelines,
+    tokens,
+    users,
+)
 from loom.cli.audit import audit
 from loom.cli.metrics import metrics
 from loom.cli.server import serve, server
@@ -71,6 +81,7 @@ app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(experiments.app, name="experiments")
+app.add_typer(pipelines.app, name="pipelines")
 app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(contexts.app, name="context")

@@ -15,9 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
-import yaml
-
-from loom.domain import katib_checks as check
+from loom.domain import spec_checks as check
 from loom.domain.errors import ManifestError
 from loom.domain.katib_types import (
     ALGORITHMS,
@@ -32,8 +30,7 @@ from loom.domain.katib_types import (
     Strategy,
     TrialParameter,
 )
-from loom.domain.manifest import manifest_from_dict, yaml_problem
-from loom.domain.safe_yaml import UnsafeYaml, safe_load
+from loom.domain.manifest import manifest_from_dict
 
 __all__ = [  # the types are this module's too
     "ALGORITHMS",
@@ -110,15 +107,7 @@ def parse_experiment(data: str | bytes | dict[str, Any]) -> ExperimentSpec:
 
 def load_document(text: str | bytes) -> dict[str, Any]:
     """The YAML text of an experiment, as a mapping; refused with the reason."""
-    try:
-        data = safe_load(text)
-    except UnsafeYaml as exc:
-        raise ManifestError(f"the experiment is refused: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"the experiment is not valid YAML: {yaml_problem(exc)}") from exc
-    if not isinstance(data, dict):
-        raise ManifestError(f"an experiment is a YAML mapping, got {type(data).__name__}")
-    return data
+    return check.load_mapping(text, "the experiment")
 
 
 def _envelope(document: dict[str, Any], warnings: list[str]) -> tuple[str, dict[str, Any]]:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +33,7 @@ from loom.hpo import observations
 from loom.hpo.records import ExperimentRecords
 from loom.hpo.study import Past, Search
 from loom.lifecycle.manager import LifecycleManager
-from loom.lifecycle.ticker import Ticker
+from loom.lifecycle.ticker import RowDriver
 from loom.registry.models import ModelRegistry
 from loom.store import experiments as rows
 from loom.store import jobs as job_rows
@@ -64,7 +62,7 @@ class View:
         return [t for t in self.trials if TrialPhase(t.state) in ACTIVE_TRIAL]
 
 
-class ExperimentDriver:
+class ExperimentDriver(RowDriver):
     def __init__(
         self,
         db: Database,
@@ -74,37 +72,15 @@ class ExperimentDriver:
         registry: ModelRegistry,
         interval_s: float,
     ) -> None:
-        self.db = db
+        super().__init__("experiments", db, interval_s, log)
         self.records = records
         self.lifecycle = lifecycle
         self.tds = tds
         self.registry = registry
         self.interval_s = interval_s
-        self.lock = threading.RLock()  # a step, or an owner's halt, resume or delete
-        self.fence: Callable[[Session], bool] = lambda _session: True
-        self.ticker = Ticker("experiments", interval_s, self.step, log)
 
-    # -- running -----------------------------------------------------------------------------
-    def start(self) -> None:
-        self.ticker.start()
-
-    def stop(self) -> None:
-        self.ticker.stop()
-
-    def wake(self) -> None:
-        self.ticker.wake()
-
-    def step(self) -> None:
-        with self.db.session() as session:
-            if not self.fence(session):
-                return
-            ids = rows.to_drive(session)
-        for experiment_id in ids:
-            with self.lock:
-                try:
-                    self.advance(experiment_id)
-                except Exception:  # one experiment's trouble is not every experiment's
-                    log.exception("moving experiment %s on failed", experiment_id)
+    def pending(self, session: Session) -> list[str]:
+        return rows.to_drive(session)
 
     # -- one experiment ----------------------------------------------------------------------
     def view(self, experiment_id: str) -> View | None:

@@ -301,6 +301,52 @@ class Trial(Base):
     finished_at: Mapped[float | None] = mapped_column(Float)
 
 
+class PipelineRun(Base):
+    """One run of a pipeline: its spec (credentials sealed apart), its parameters, and each
+    step's state (`steps`: name → {state, message, started_at, finished_at})."""
+
+    __tablename__ = "pipeline_runs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    pipeline: Mapped[str] = mapped_column(String(100), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)  # as written, credentials redacted
+    sealed: Mapped[str | None] = mapped_column(Text)  # the steps' credentials, sealed
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON)  # defaults with the run's own
+    code_digest: Mapped[str] = mapped_column(String(80))
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+    steps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class PipelineTask(Base):
+    """One execution of a step (one per item of a fan-out): its job (or experiment), chosen
+    before it is submitted so that a restart submits it at most once, and its outputs."""
+
+    __tablename__ = "pipeline_tasks"
+    __table_args__ = (UniqueConstraint("run_id", "step", "index"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(
+        ForeignKey("pipeline_runs.id", ondelete="CASCADE"), index=True
+    )
+    step: Mapped[str] = mapped_column(String(63))
+    index: Mapped[int] = mapped_column(Integer)  # its item's place in for_each; 0 otherwise
+    item: Mapped[Any] = mapped_column(JSON, nullable=True)
+    state: Mapped[str] = mapped_column(String(20))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)  # 1, then 2… on each retry
+    ref: Mapped[str] = mapped_column(String(300), default="", index=True)  # job or experiment
+    cache_key: Mapped[str] = mapped_column(String(64), default="", index=True)
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    message: Mapped[str] = mapped_column(Text, default="")
+    not_before: Mapped[float | None] = mapped_column(Float)  # a retry's backoff
+    submitted_at: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
 class Deployment(Base):
     """A registered model version served behind one endpoint by a gateway and its replicas."""
 

@@ -1,4 +1,5 @@
-"""The checks a Katib document's fields go through, each failing with the field's path named."""
+"""The checks a spec's fields go through (Katib experiments, pipelines), each failing with the
+field's path named."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import math
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+import yaml
+
 from loom.domain.errors import ManifestError
+from loom.domain.manifest import yaml_problem
+from loom.domain.safe_yaml import UnsafeYaml, safe_load
 
 T = TypeVar("T", bound=str)
 # Katib fields refused wherever they are not allowed, with why.
@@ -114,3 +119,19 @@ def choice(value: Any, where: str, allowed: tuple[T, ...]) -> T:
             return option
     said = "is required" if value is None else f"{value!r} is not"
     raise fail(where, f"{said} one of {', '.join(allowed)}")
+
+
+def load_mapping(text: str | bytes, what: str) -> dict[str, Any]:
+    """A user's YAML document that must be a mapping (`what`: "an experiment", "a pipeline");
+    refused with the reason."""
+    try:
+        data = safe_load(text)
+    except UnsafeYaml as exc:
+        raise ManifestError(f"{what} is refused: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{what} is not valid YAML: {yaml_problem(exc)}") from None
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{what} is not UTF-8 text: {exc.reason}") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{what} is a YAML mapping, got {type(data).__name__}")
+    return data

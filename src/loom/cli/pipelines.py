@@ -1,0 +1,378 @@
+"""`loom pipelines run|list|show|logs|halt|retry|delete`: runs of DAGs of jobs, experiments,
+model selections and deployments (docs/pipelines.md), drawn as a tree of their steps."""
+
+from __future__ import annotations
+
+import json
+import math
+import runpy
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+import yaml
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Column, Table
+
+from loom.cli import jobs
+from loom.cli.common import client, console, err
+from loom.cli.jobs import zip_code
+from loom.cli.output import Format, JsonOpt, OutputOpt, chosen, emit, whole
+from loom.client import LoomClient
+from loom.client.pipeline_dsl import Pipeline
+
+app = typer.Typer(
+    help="Pipelines: DAGs of jobs, experiments, model selections and deployments, run by the "
+    "platform.",
+    no_args_is_help=True,
+)
+
+STATE_STYLE = {
+    "PENDING": "white",
+    "WAITING": "white",
+    "RUNNING": "cyan",
+    "SUCCEEDED": "green",
+    "CACHED": "blue",
+    "FAILED": "red",
+    "SKIPPED": "magenta",
+    "HALTED": "yellow",
+}
+UNDONE = ("WAITING", "RUNNING")  # a step in neither has ended
+
+
+def _styled(state: str) -> str:
+    style = STATE_STYLE.get(state, "white")
+    return f"[{style}]{state}[/{style}]"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    whole_s = round(seconds)
+    if whole_s < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{whole_s} s"
+    minutes, secs = divmod(whole_s, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _when(at: str | None) -> str:
+    return (at or "")[:19].replace("T", " ")
+
+
+# -- run ---------------------------------------------------------------------------------------
+@app.command("run")
+def run(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="the pipeline's YAML, or a .py file whose `pipeline` is a Pipeline (its DSL)",
+        ),
+    ],
+    code: Annotated[
+        Path | None, typer.Argument(help="the code its steps run: a folder or a zip")
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", "-p", help="name=value (YAML-typed: epochs=3 is a number)"),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="show its steps until it ends")
+    ] = False,
+) -> None:
+    """Start a run of a pipeline, with the code folder its steps run."""
+    spec = _load(file)
+    parameters = _parameters(param or [])
+    code_zip = zip_code(code) if code is not None else None
+    with client() as loom:
+        made = loom.run_pipeline(spec, code_zip, parameters or None)
+        console.print(f"Started run [bold]{made['id']}[/bold] of {escape(made['name'])}")
+        for warning in made.get("warnings", []):
+            err.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
+        if follow:
+            _follow(loom, made["id"], Format.TABLE)
+
+
+def _load(file: Path) -> str | bytes:
+    """The pipeline's YAML: the file's, or a .py file's `pipeline` written out. A file that is
+    not YAML of a mapping is told here, before the code is zipped and sent."""
+    if file.suffix == ".py":
+        found = runpy.run_path(str(file), run_name="__loom_pipeline__").get("pipeline")
+        if not isinstance(found, Pipeline):
+            _usage(f"{file} defines no module-level `pipeline` that is a Pipeline")
+        return found.to_yaml()
+    text = file.read_bytes()
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        _usage(f"{file}: not YAML ({exc})")
+    if not isinstance(loaded, dict):
+        _usage(f"{file}: a pipeline is a mapping with `name` and `steps`")
+    return text
+
+
+def _parameters(given: list[str]) -> dict[str, Any]:
+    """`-p name=value`s, each value read as YAML (3 is a number, [8, 16] a list)."""
+    parameters: dict[str, Any] = {}
+    for each in given:
+        name, equals, value = each.partition("=")
+        if not equals or not name.strip():
+            _usage(f"-p {each!r}: say name=value")
+        try:
+            parameters[name.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            _usage(f"-p {name}: {value!r} is not a YAML value ({exc})")
+    return parameters
+
+
+def _usage(message: str) -> NoReturn:
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _follow(loom: LoomClient, run_id: str, fmt: Format) -> None:
+    """Show the run each time it changes until it ends; exit 1 unless it succeeded."""
+    try:
+        if fmt in (Format.JSON, Format.YAML):
+            found = loom.wait_pipeline_run(
+                run_id, math.inf, 1.0, lambda r: emit(fmt, r, lambda _wide: None)
+            )
+        else:
+            with Live(console=console, auto_refresh=False) as live:
+                drawn = partial(_redraw, live)
+                found = loom.wait_pipeline_run(run_id, math.inf, 1.0, drawn)
+    except KeyboardInterrupt:
+        err.print(f"the run goes on: loom pipelines show {run_id} -w")
+        return
+    if found["state"] != "SUCCEEDED":
+        raise typer.Exit(1)
+
+
+def _redraw(live: Live, found: dict[str, Any]) -> None:
+    live.update(render(found), refresh=True)
+
+
+# -- list --------------------------------------------------------------------------------------
+@app.command("list")
+def list_runs(
+    pipeline: Annotated[str | None, typer.Option(help="only this pipeline's runs")] = None,
+    owner: Annotated[str | None, typer.Option(help="admins: this user's runs")] = None,
+    everyone: Annotated[bool, typer.Option("--all", help="admins: every user's")] = False,
+    fmt: OutputOpt = Format.TABLE,
+) -> None:
+    """Your pipeline runs, newest first."""
+    with client() as loom:
+        found = loom.pipeline_runs(pipeline, owner, everyone)
+    emit(fmt, found, lambda _wide: runs_table(found))
+
+
+def runs_table(found: list[dict[str, Any]]) -> Table:
+    """One line a run: its state, how many steps have ended, and how many were cached."""
+    owners = len({r.get("owner") for r in found}) > 1
+    table = Table(
+        whole("ID", [r["id"] for r in found]), "PIPELINE", *(["OWNER"] if owners else []),
+        "STATE", "STEPS", "CACHED", "STARTED", "DURATION",
+    )  # fmt: skip
+    for r in found:
+        by_state: dict[str, int] = r.get("steps_by_state") or {}
+        done = sum(n for state, n in by_state.items() if state not in UNDONE)
+        table.add_row(
+            r["id"],
+            escape(r["name"]),
+            *([r.get("owner") or ""] if owners else []),
+            _styled(r["state"]),
+            f"{done}/{r.get('steps_total', '?')}",
+            str(r.get("cached") or 0),
+            _when(r.get("started_at") or r.get("created_at")),
+            _duration(r.get("duration_s")),
+        )
+    return table
+
+
+# -- show --------------------------------------------------------------------------------------
+@app.command("show")
+def show(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run's id")],
+    fmt: OutputOpt = Format.TABLE,
+    as_json: JsonOpt = False,
+    watching: Annotated[
+        bool, typer.Option("--watch", "-w", help="redrawn as it changes, until it ends")
+    ] = False,
+) -> None:
+    """The run's DAG: each step's state, time, cache hit and jobs; a fan-out's items under it."""
+    with client() as loom:
+        if watching:
+            _follow(loom, run_id, chosen(fmt, as_json))
+            return
+        found = loom.pipeline_run(run_id)
+    emit(chosen(fmt, as_json), found, lambda _wide: render(found))
+
+
+def depths(steps: list[dict[str, Any]]) -> dict[str, int]:
+    """Each step's depth in the DAG: the longest path to it from a step that needs none (the
+    server says it as `depth`; this is for one that does not)."""
+    needs = {s["name"]: list(s.get("after") or []) for s in steps}
+    found: dict[str, int] = {}
+
+    def depth(name: str, path: frozenset[str]) -> int:
+        if name not in found:
+            earlier = [a for a in needs[name] if a in needs and a not in path]  # no cycles
+            found[name] = max((depth(a, path | {name}) + 1 for a in earlier), default=0)
+        return found[name]
+
+    for name in needs:
+        depth(name, frozenset())
+    return found
+
+
+def render(found: dict[str, Any]) -> Table:
+    """The run as a table of its steps, each indented by its depth, in the order they run."""
+    steps: list[dict[str, Any]] = found.get("steps") or []
+    deep = depths(steps) | {s["name"]: s["depth"] for s in steps if s.get("depth") is not None}
+    ordered = sorted(steps, key=lambda s: (bool(s.get("exit_handler")), deep[s["name"]]))
+    rows = [row for s in ordered for row in _step_rows(s, deep[s["name"]])]
+    notes = any(row[-1] for row in rows)
+    columns: list[Column | str] = [
+        Column("STEP", no_wrap=True),
+        "KIND",
+        "STATE",
+        Column("TIME", no_wrap=True, justify="right"),
+        "CACHED",
+        whole("JOB", [row[5] for row in rows]),
+    ]
+    title = f"{escape(found['name'])} {found['id']}: {_styled(found['state'])}"
+    table = Table(*columns, *(["MESSAGE"] if notes else []), title=title, title_justify="left")
+    for row in rows:
+        table.add_row(*(row if notes else row[:-1]))
+    table.caption = _caption(found)
+    return table
+
+
+def _step_rows(step: dict[str, Any], depth: int) -> list[list[str]]:
+    indent = "  " * depth
+    mark = " (on exit)" if step.get("exit_handler") else ""
+    tasks: list[dict[str, Any]] = step.get("tasks") or []
+    fanned = step.get("fan_out", len(tasks) > 1 or any(t.get("item") is not None for t in tasks))
+    only = tasks[0] if len(tasks) == 1 and not fanned else {}
+    message = step.get("message") or ""
+    if only.get("attempt", 1) > 1:
+        message = f"attempt {only['attempt']}" + (f": {message}" if message else "")
+    rows = [
+        [
+            f"{indent}{escape(step['name'])}{mark}",
+            step.get("kind", ""),
+            _styled(step.get("state") or "WAITING"),
+            _duration(step.get("duration_s")),
+            "cached" if step.get("cached") else "",
+            only.get("job_id") or "",
+            escape(message),
+        ]
+    ]
+    if fanned:
+        rows += [_task_row(t, indent) for t in tasks]
+    return rows
+
+
+def _task_row(task: dict[str, Any], indent: str) -> list[str]:
+    message = task.get("message") or ""
+    if task.get("attempt", 1) > 1:
+        message = f"attempt {task['attempt']}" + (f": {message}" if message else "")
+    return [
+        f"{indent}  └ \\[{task['index']}] {escape(_item(task.get('item')))}",
+        "",
+        _styled(task["state"]),
+        _duration(task.get("duration_s")),
+        "cached" if task.get("cached") else "",
+        task.get("job_id") or "",
+        escape(message),
+    ]
+
+
+def _item(value: Any) -> str:
+    shown = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return shown if len(shown) <= 40 else shown[:39] + "…"
+
+
+def _caption(found: dict[str, Any]) -> str:
+    said = [escape(found["message"])] if found.get("message") else []
+    parameters = found.get("parameters") or {}
+    if parameters:
+        values = ", ".join(f"{k}={json.dumps(v)}" for k, v in parameters.items())
+        said.append(f"parameters: {escape(values)}")
+    by_state: dict[str, int] = found.get("steps_by_state") or {}
+    counts = ", ".join(f"{n} {state.lower()}" for state, n in by_state.items())
+    timing = f" in {_duration(found['duration_s'])}" if found.get("duration_s") is not None else ""
+    said.append(
+        f"{found.get('steps_total', len(found.get('steps') or []))} steps: {counts}{timing}"
+    )
+    return "\n".join(said)
+
+
+# -- logs --------------------------------------------------------------------------------------
+@app.command("logs")
+def logs(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run's id")],
+    step: Annotated[str, typer.Argument(help="the step's name")],
+    index: Annotated[int | None, typer.Option("--index", help="a fan-out's item, from 0")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="go on with new lines")] = False,
+) -> None:
+    """Print the logs of a step's job, as `loom logs JOB` does."""
+    with client() as loom:
+        found = loom.pipeline_run(run_id)
+    job_id = job_of(found, step, index)
+    jobs.logs(job_id, follow=follow, learner=None, tail=None, since=None, grep=None)
+
+
+def job_of(found: dict[str, Any], name: str, index: int | None) -> str:
+    """The job of the step `name` (of its item `index`, in a fan-out); exit 1 if it has none."""
+    steps = {s["name"]: s for s in found.get("steps") or []}
+    if name not in steps:
+        _fail(f"run {found['id']} has no step {name!r}; its steps: {', '.join(steps)}")
+    tasks: list[dict[str, Any]] = steps[name].get("tasks") or []
+    if index is None and len(tasks) > 1:
+        _fail(f"step {name!r} runs {len(tasks)} items: say which with --index 0…{len(tasks) - 1}")
+    chosen_task = next((t for t in tasks if index is None or t.get("index") == index), None)
+    if chosen_task is None:
+        which = f"no item {index}" if index is not None and tasks else "no job yet"
+        _fail(f"step {name!r} has {which} ({steps[name].get('state') or 'WAITING'})")
+    job_id = chosen_task.get("job_id")
+    if not job_id:
+        _fail(f"step {name!r} has no job ({chosen_task['state']})")
+    return str(job_id)
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    raise typer.Exit(1)
+
+
+# -- halt, retry, delete -----------------------------------------------------------------------
+@app.command("halt")
+def halt(run_id: Annotated[str, typer.Argument(metavar="RUN")]) -> None:
+    """Its running steps' jobs are halted; nothing new starts."""
+    with client() as loom:
+        found = loom.halt_pipeline_run(run_id)
+    console.print(f"{run_id}: {_styled(found.get('state', 'halt requested'))}")
+
+
+@app.command("retry")
+def retry(run_id: Annotated[str, typer.Argument(metavar="RUN")]) -> None:
+    """Its failed, halted and skipped steps run again; the rest are kept."""
+    with client() as loom:
+        found = loom.retry_pipeline_run(run_id)
+    console.print(f"{run_id}: {_styled(found.get('state', 'retried'))}")
+
+
+@app.command("delete")
+def delete(run_id: Annotated[str, typer.Argument(metavar="RUN")]) -> None:
+    """The run and its jobs; registered models and deployments stay."""
+    with client() as loom:
+        loom.delete_pipeline_run(run_id)
+    console.print(f"Deleted pipeline run {run_id}")

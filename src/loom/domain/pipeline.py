@@ -1,0 +1,352 @@
+"""A pipeline's spec (docs/pipelines.md): parameters and a DAG of steps, checked and typed.
+
+Pure. Each refusal names the field (`steps[2].when`, `parameters.epochs`) and why; references
+(`${{ … }}`) are checked against what exists, and a step depends on the steps it references as
+well as on those in its `after`. A cycle is refused with its path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from loom.domain import spec_checks as check
+from loom.domain.errors import InvalidInput
+from loom.domain.pipeline_refs import check_condition, check_path, references
+
+StepKind = Literal["job", "python", "shell", "experiment", "select", "deploy"]
+KINDS: tuple[StepKind, ...] = ("job", "python", "shell", "experiment", "select", "deploy")
+RUNS_A_JOB: tuple[StepKind, ...] = ("job", "python", "shell")
+CACHEABLE: tuple[StepKind, ...] = ("job", "python", "shell", "experiment")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+MAX_STEPS = 200
+MAX_ITEMS = 1000
+_COMMON = (
+    *("name", "kind", "after", "when", "for_each", "parallelism", "retry", "timeout_s"),
+    *("cache", "cache_max_age_s", "description"),
+)
+_RESOURCES = ("cpus", "memory", "gpus", "env")
+_FIELDS: dict[StepKind, tuple[str, ...]] = {
+    "job": ("manifest", "manifest_file"),
+    "python": ("file", "script", "args", *_RESOURCES),
+    "shell": ("command", *_RESOURCES),
+    "experiment": ("experiment",),
+    "select": ("from", "model", "metric", "mode"),
+    "deploy": ("deployment", "model", "min_replicas", "max_replicas"),
+}
+_TOP = ("name", "description", "parameters", "steps", "on_exit")
+
+
+@dataclass(frozen=True)
+class Retry:
+    limit: int = 0
+    backoff_s: float = 0.0
+    factor: float = 2.0
+
+    def delay(self, retries_done: int) -> float:
+        """Seconds to wait before retry number `retries_done + 1`."""
+        return self.backoff_s * self.factor**retries_done
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step. `fields` holds the kind's own fields as written (references unresolved);
+    `needs` is every step it waits for: its `after` and those it references."""
+
+    name: str
+    kind: StepKind
+    fields: dict[str, Any]
+    needs: tuple[str, ...]
+    after: tuple[str, ...] = ()
+    when: str | None = None
+    for_each: Any = None
+    parallelism: int | None = None
+    retry: Retry = field(default_factory=Retry)
+    timeout_s: float | None = None
+    cache: bool = True
+    cache_max_age_s: float | None = None
+    exit_handler: bool = False
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    steps: tuple[Step, ...]
+    on_exit: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def step(self, name: str) -> Step:
+        return next(s for s in self.steps if s.name == name)
+
+    def with_parameters(self, given: dict[str, Any] | None) -> dict[str, Any]:
+        """The run's parameters: the defaults, overridden by `given` (each one declared)."""
+        values = dict(self.parameters)
+        for key, value in (given or {}).items():
+            if key not in self.parameters:
+                have = ", ".join(sorted(self.parameters)) or "none"
+                raise InvalidInput(
+                    f"parameters.{key}: pipeline {self.name} has no such parameter (it has: "
+                    f"{have})",
+                    field=f"parameters.{key}",
+                )
+            values[key] = value
+        return values
+
+
+# -- the document ------------------------------------------------------------------------------
+def load_pipeline(text: str | bytes) -> dict[str, Any]:
+    """The YAML text of a pipeline, as a mapping; refused with the reason."""
+    return check.load_mapping(text, "the pipeline")
+
+
+def parse_pipeline(data: str | bytes | dict[str, Any]) -> PipelineSpec:
+    document = load_pipeline(data) if isinstance(data, str | bytes) else data
+    check.known(document, _TOP, "")
+    name = document.get("name")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise check.fail(
+            "name", f"letters, digits, `-`, `_` and `.`, ≤ 100 characters; got {name!r}"
+        )
+    parameters = _parameters(document.get("parameters"))
+    raw = check.sequence(document.get("steps"), "steps")
+    if not raw:
+        raise check.fail("steps", "a pipeline needs at least one step")
+    if len(raw) > MAX_STEPS:
+        raise check.fail("steps", f"at most {MAX_STEPS} steps, got {len(raw)}")
+    names = _names(raw)
+    on_exit = document.get("on_exit")
+    if on_exit is not None and on_exit not in names:
+        raise check.fail("on_exit", f"{on_exit!r} is not a step; the steps are {', '.join(names)}")
+    steps = tuple(
+        _step(check.mapping(item, f"steps[{i}]"), f"steps[{i}]", names, parameters, on_exit)
+        for i, item in enumerate(raw)
+    )
+    _acyclic(steps)
+    return PipelineSpec(
+        name=name,
+        description=str(document.get("description") or ""),
+        parameters=parameters,
+        steps=steps,
+        on_exit=on_exit,
+    )
+
+
+def _parameters(value: Any) -> dict[str, Any]:
+    found = check.mapping(value, "parameters") if value is not None else {}
+    for key in found:
+        if not isinstance(key, str) or not STEP_NAME.fullmatch(key):
+            raise check.fail(f"parameters.{key}", "a parameter's name is letters, digits, - and _")
+    return dict(found)
+
+
+def _names(raw: list[Any]) -> list[str]:
+    names: list[str] = []
+    for index, item in enumerate(raw):
+        name = check.mapping(item, f"steps[{index}]").get("name")
+        if not isinstance(name, str) or not STEP_NAME.fullmatch(name):
+            raise check.fail(
+                f"steps[{index}].name",
+                f"a step's name is a letter, then letters, digits, - and _; got {name!r}",
+            )
+        if name in names:
+            raise check.fail(f"steps[{index}].name", f"{name!r} is the name of an earlier step")
+        names.append(name)
+    return names
+
+
+# -- one step ----------------------------------------------------------------------------------
+def _step(
+    item: dict[str, Any], where: str, names: list[str], parameters: dict[str, Any], on_exit: Any
+) -> Step:
+    name = str(item["name"])
+    kind = check.choice(item.get("kind"), f"{where}.kind", KINDS)
+    check.known(item, (*_COMMON, *_FIELDS[kind]), where)
+    fields = {key: item[key] for key in _FIELDS[kind] if key in item}
+    after = tuple(
+        str(check.text(a, f"{where}.after"))
+        for a in check.sequence(item.get("after"), f"{where}.after")
+    )
+    for index, other in enumerate(after):
+        _known_step(other, f"{where}.after[{index}]", names, name)
+    for_each = item.get("for_each")
+    uses = _uses(item, where, names, name, parameters, for_each is not None)
+    _kind_fields(kind, fields, where, names)
+    if for_each is not None and not isinstance(for_each, list | str):
+        raise check.fail(f"{where}.for_each", "a list, or a reference to one")
+    if isinstance(for_each, list) and len(for_each) > MAX_ITEMS:
+        raise check.fail(f"{where}.for_each", f"at most {MAX_ITEMS} items, got {len(for_each)}")
+    when = item.get("when")
+    if when is not None:
+        check_condition(check.text(when, f"{where}.when"), f"{where}.when")
+    exit_handler = name == on_exit
+    if kind == "select":  # the steps whose models it compares
+        uses += [str(other) for other in fields.get("from") or []]
+    needs = tuple(dict.fromkeys((*after, *uses)))
+    if exit_handler and needs:
+        raise check.fail(
+            f"{where}.after", "the exit handler runs after every other step; it needs no other"
+        )
+    return Step(
+        name=name,
+        kind=kind,
+        fields=fields,
+        needs=needs,
+        after=after,
+        when=str(when) if when is not None else None,
+        for_each=for_each,
+        parallelism=_parallelism(item, where),
+        retry=_retry(item.get("retry"), f"{where}.retry"),
+        timeout_s=_seconds(item.get("timeout_s"), f"{where}.timeout_s"),
+        cache=_flag(item.get("cache", True), f"{where}.cache"),
+        cache_max_age_s=_seconds(item.get("cache_max_age_s"), f"{where}.cache_max_age_s"),
+        exit_handler=exit_handler,
+    )
+
+
+def _known_step(other: str, where: str, names: list[str], own: str) -> None:
+    if other == own:
+        raise check.fail(where, f"step {own} cannot wait for itself")
+    if other not in names:
+        raise check.fail(where, f"{other!r} is not a step; the steps are {', '.join(names)}")
+
+
+def _uses(
+    item: dict[str, Any],
+    where: str,
+    names: list[str],
+    own: str,
+    parameters: dict[str, Any],
+    fans_out: bool,
+) -> list[str]:
+    """The steps the step's references name, each reference checked."""
+    used: list[str] = []
+    for key, value in item.items():
+        if key in ("name", "kind", "after"):
+            continue
+        at = f"{where}.{key}"
+        for path in references(value):
+            parts = check_path(path, at)
+            if parts[0] == "parameters" and parts[1] not in parameters:
+                have = ", ".join(sorted(parameters)) or "none"
+                raise check.fail(at, f"`{path}`: no such parameter (the parameters: {have})")
+            if parts[0] == "item" and (not fans_out or key in ("for_each", "when")):
+                raise check.fail(at, f"`{path}`: only a step with for_each has an item")
+            if parts[0] == "steps":
+                _known_step(parts[1], at, names, own)
+                used.append(parts[1])
+    return used
+
+
+def _kind_fields(kind: StepKind, fields: dict[str, Any], where: str, names: list[str]) -> None:
+    def need(*keys: str) -> None:
+        given = [k for k in keys if fields.get(k) is not None]
+        if len(given) != 1:
+            said = "both" if given else "neither"
+            raise check.fail(
+                f"{where}.{keys[0]}", f"give one of {' or '.join(keys)} ({said} given)"
+            )
+
+    if kind == "job":
+        need("manifest", "manifest_file")
+        if "manifest" in fields:
+            check.mapping(fields["manifest"], f"{where}.manifest")
+    elif kind == "python":
+        need("file", "script")
+        check.sequence(fields.get("args"), f"{where}.args")
+    elif kind == "shell":
+        need("command")
+    elif kind == "experiment":
+        check.mapping(fields.get("experiment"), f"{where}.experiment")
+    elif kind == "select":
+        need("from", "model")
+        for index, other in enumerate(check.sequence(fields.get("from"), f"{where}.from")):
+            _known_step(str(other), f"{where}.from[{index}]", names, "")
+        check.text(fields.get("metric"), f"{where}.metric")
+        check.choice(fields.get("mode", "max"), f"{where}.mode", ("max", "min"))
+    else:
+        check.text(fields.get("deployment"), f"{where}.deployment")
+        check.text(fields.get("model"), f"{where}.model")
+        for key in ("min_replicas", "max_replicas"):
+            if not isinstance(fields.get(key), str):  # a reference is checked when it is used
+                check.count(fields.get(key), f"{where}.{key}", 0)
+
+
+def _parallelism(item: dict[str, Any], where: str) -> int | None:
+    value = check.count(item.get("parallelism"), f"{where}.parallelism", 1)
+    if value is not None and item.get("for_each") is None:
+        raise check.fail(f"{where}.parallelism", "only a step with for_each runs in parallel")
+    return value
+
+
+def _retry(value: Any, where: str) -> Retry:
+    if value is None:
+        return Retry()
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = {"limit": value}
+    found = check.mapping(value, where)
+    check.known(found, ("limit", "backoff_s", "factor"), where)
+    limit = check.count(found.get("limit", 0), f"{where}.limit", 0) or 0
+    if limit > 20:
+        raise check.fail(f"{where}.limit", f"at most 20 retries, got {limit}")
+    backoff = _seconds(found.get("backoff_s", 0.0), f"{where}.backoff_s", low=0.0) or 0.0
+    factor = check.number(found.get("factor", 2.0), f"{where}.factor")
+    if not 1.0 <= factor <= 10.0:
+        raise check.fail(f"{where}.factor", f"between 1 and 10, got {factor:g}")
+    return Retry(limit, backoff, factor)
+
+
+def _seconds(value: Any, where: str, low: float = 0.001) -> float | None:
+    if value is None:
+        return None
+    seconds = check.number(value, where)
+    if seconds < low or seconds > 366 * 86400:
+        raise check.fail(where, f"seconds, ≥ {low:g} and at most a year; got {value!r}")
+    return seconds
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise check.fail(where, f"true or false, got {value!r}")
+    return value
+
+
+def _acyclic(steps: tuple[Step, ...]) -> None:
+    """Refuses a cycle, naming the steps around it."""
+    needs = {s.name: s.needs for s in steps}
+    index = {s.name: i for i, s in enumerate(steps)}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            loop = [*path[path.index(name) :], name]
+            raise check.fail(
+                f"steps[{index[loop[0]]}].after",
+                f"a cycle: {' → '.join(loop)} (each waits for the next)",
+            )
+        if name in done:
+            return
+        for other in needs[name]:
+            visit(other, [*path, name])
+        done.add(name)
+
+    for step in steps:
+        visit(step.name, [])
+
+
+def order(spec: PipelineSpec) -> dict[str, int]:
+    """Each step's depth: the longest chain of steps it waits for (roots are 0)."""
+    depth: dict[str, int] = {}
+
+    def of(name: str) -> int:
+        if name not in depth:
+            needs = spec.step(name).needs
+            depth[name] = 1 + max((of(n) for n in needs), default=-1)
+        return depth[name]
+
+    for step in spec.steps:
+        of(step.name)
+    return depth

@@ -1,0 +1,1 @@
+"""Pipelines: DAGs of jobs, experiments, registry queries and deployments, run as one."""

@@ -1,0 +1,456 @@
+"""The pipelines' driver: one thread, on the leading server, that moves every run on.
+
+Each pass, per run: running tasks follow their jobs or experiments (a failure is retried after
+its backoff, a task past its timeout is halted and fails); waiting steps whose needs have ended
+open (skipped if a need did not succeed or the condition is false, otherwise expanded into one
+task per item); waiting tasks start within their step's parallelism, from the cache when an
+earlier run did the same; steps and the run end when their parts have. A job's id is stored
+before the job is submitted: after a crash the pass submits what is missing, and never twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from loom.domain.errors import Conflict, InvalidInput, LoomError, NotFound, TooManyRequests
+from loom.domain.pipeline import MAX_ITEMS, PipelineSpec, Step
+from loom.domain.pipeline_refs import UnresolvedReference, condition, render, walk
+from loom.domain.pipeline_states import (
+    ACTIVE_RUN,
+    DONE,
+    ENDED_STEP,
+    RunState,
+    StepState,
+    run_state,
+    step_state,
+)
+from loom.lifecycle.ticker import RowDriver
+from loom.pipelines.records import RunRecords
+from loom.pipelines.steps import Finished, StepFailed, StepKinds
+from loom.store import jobs as job_rows
+from loom.store import pipelines as rows
+from loom.store.db import Database
+from loom.store.tables import PipelineRun, PipelineTask, User
+
+log = logging.getLogger("loom.pipelines")
+TIMED_OUT = "timed out"
+
+
+@dataclass
+class View:
+    """One run as read at the start of a pass, detached from its session."""
+
+    run: PipelineRun
+    spec: PipelineSpec
+    tasks: list[PipelineTask]
+
+    def state(self, step: str) -> StepState:
+        return StepState(self.run.steps[step]["state"])
+
+    def tasks_of(self, step: str) -> list[PipelineTask]:
+        return [t for t in self.tasks if t.step == step]
+
+    def outputs(self, step: str) -> Any:
+        """A step's outputs: one mapping, or a list (one per item) for a fan-out."""
+        done = sorted(self.tasks_of(step), key=lambda t: t.index)
+        if self.spec.step(step).for_each is not None:
+            return [dict(t.outputs) for t in done]
+        return dict(done[0].outputs) if done else {}
+
+
+class PipelineDriver(RowDriver):
+    def __init__(
+        self, db: Database, records: RunRecords, kinds: StepKinds, interval_s: float
+    ) -> None:
+        super().__init__("pipelines", db, interval_s, log)
+        self.records = records
+        self.kinds = kinds
+
+    def pending(self, session: Session) -> list[str]:
+        return rows.to_drive(session)
+
+    def view(self, run_id: str) -> View | None:
+        with self.db.session() as session:
+            run = rows.get(session, run_id)
+            if run is None:
+                return None
+            tasks = rows.tasks_of(session, run_id)
+        return View(run, self.records.spec_of(run), tasks)
+
+    def advance(self, run_id: str) -> None:
+        for part in (self._follow, self._open, self._start, self._close):
+            view = self.view(run_id)
+            if view is None:
+                return
+            part(view)
+
+    # -- running tasks -----------------------------------------------------------------------
+    def _follow(self, view: View) -> None:
+        halted = view.run.state == RunState.HALTED
+        for task in view.tasks:
+            if task.state != StepState.RUNNING:
+                continue
+            step = view.spec.step(task.step)
+            if task.submitted_at is None and step.kind in ("job", "python", "shell"):
+                if not halted:
+                    self._submit(view, step, task)
+                continue
+            finished = self._finished(view, step, task)
+            if finished is None:
+                if halted:
+                    self._halt(view, task)
+                elif self._late(step, task):
+                    self._update(task, message=f"{TIMED_OUT} after {step.timeout_s:g} s")
+                    self._halt(view, task)
+                continue
+            self._ended(view, step, task, finished)
+
+    def _finished(self, view: View, step: Step, task: PipelineTask) -> Finished | None:
+        if step.kind == "experiment":
+            return self.kinds.follow_experiment(view.run.owner_id, task.ref)
+        return self.kinds.follow_job(task.ref)
+
+    def _late(self, step: Step, task: PipelineTask) -> bool:
+        if step.timeout_s is None or task.started_at is None or task.message.startswith(TIMED_OUT):
+            return False
+        return time.time() - task.started_at > step.timeout_s
+
+    def _ended(self, view: View, step: Step, task: PipelineTask, finished: Finished) -> None:
+        state, message = StepState(finished.state), finished.message
+        if state == StepState.HALTED and task.message.startswith(TIMED_OUT):
+            state, message = StepState.FAILED, f"{task.message}; {message}"
+        retry = state == StepState.FAILED and task.attempt <= step.retry.limit
+        if retry and view.run.state != RunState.HALTED:
+            delay = step.retry.delay(task.attempt - 1)
+            self._update(
+                task,
+                state=StepState.WAITING,
+                attempt=task.attempt + 1,
+                ref="",
+                submitted_at=None,
+                not_before=time.time() + delay,
+                message=f"retry {task.attempt} of {step.retry.limit} in {delay:g} s: {message}",
+            )
+            return
+        self._update(
+            task, state=state, message=message, outputs=finished.outputs, finished_at=time.time()
+        )
+
+    def _halt(self, view: View, task: PipelineTask) -> None:
+        step = view.spec.step(task.step)
+        with contextlib.suppress(Conflict, NotFound):
+            if step.kind == "experiment":
+                found = self.kinds.experiments.find(view.run.owner_id, task.ref)
+                if found.state in ("CREATED", "RUNNING"):
+                    self.kinds.experiments.halt(found)
+            else:
+                with self.db.session() as session:
+                    job = job_rows.get_job(session, task.ref)
+                if job is not None and not job.halt_requested:
+                    self.kinds.lifecycle.halt(task.ref)
+
+    # -- opening steps -----------------------------------------------------------------------
+    def _open(self, view: View) -> None:
+        if view.run.state not in ACTIVE_RUN:
+            return
+        ended = {s.name for s in view.spec.steps if view.state(s.name) in ENDED_STEP}
+        for step in view.spec.steps:
+            if view.state(step.name) != StepState.WAITING:
+                continue
+            if step.exit_handler:
+                others = [s.name for s in view.spec.steps if not s.exit_handler]
+                if set(others) <= ended:
+                    self._expand(view, step)
+                continue
+            if not set(step.needs) <= ended:
+                continue
+            missing = [n for n in step.needs if view.state(n) not in DONE]
+            if missing:
+                said = ", ".join(f"{n} ({view.state(n).value.lower()})" for n in missing)
+                self._set_step(view.run, step.name, StepState.SKIPPED, f"it needs {said}")
+                ended.add(step.name)
+                continue
+            try:
+                if step.when is not None and not condition(
+                    step.when, self._resolver(view, None), "when"
+                ):
+                    why = f"when: `{step.when}` is false"
+                    self._set_step(view.run, step.name, StepState.SKIPPED, why)
+                    ended.add(step.name)
+                    continue
+            except UnresolvedReference as exc:
+                self._set_step(view.run, step.name, StepState.FAILED, exc.message)
+                ended.add(step.name)
+                continue
+            self._expand(view, step)
+
+    def _expand(self, view: View, step: Step) -> None:
+        """One task per item (kept: those a retried run already has done)."""
+        try:
+            items = self._items(view, step)
+        except (UnresolvedReference, StepFailed) as exc:
+            self._set_step(view.run, step.name, StepState.FAILED, exc.message)
+            return
+        have = {t.index for t in view.tasks_of(step.name)}
+        now = time.time()
+        with self.db.session() as session:
+            for index, item in enumerate(items):
+                if index in have:
+                    continue
+                session.add(
+                    PipelineTask(
+                        run_id=view.run.id,
+                        step=step.name,
+                        index=index,
+                        item=item,
+                        state=StepState.WAITING.value,
+                        attempt=1,
+                        ref="",
+                        cache_key="",
+                        outputs={},
+                        message="",
+                    )
+                )
+            run = session.get_one(PipelineRun, view.run.id)
+            state = StepState.RUNNING if items else StepState.SUCCEEDED
+            _step_entry(run, step.name, state, "" if items else "for_each gave no items", now)
+            if run.state == RunState.PENDING:
+                run.state = RunState.RUNNING.value
+
+    def _items(self, view: View, step: Step) -> list[Any]:
+        if step.for_each is None:
+            return [None]
+        items = render(step.for_each, self._resolver(view, None))
+        if not isinstance(items, list):
+            raise StepFailed(f"for_each: a list was expected, got {json.dumps(items)[:200]}")
+        if len(items) > MAX_ITEMS:
+            raise StepFailed(f"for_each: at most {MAX_ITEMS} items, got {len(items)}")
+        return items
+
+    # -- starting tasks ----------------------------------------------------------------------
+    def _start(self, view: View) -> None:
+        if view.run.state not in ACTIVE_RUN:
+            return
+        now = time.time()
+        for step in view.spec.steps:
+            if view.state(step.name) != StepState.RUNNING:
+                continue
+            tasks = view.tasks_of(step.name)
+            room = (step.parallelism or len(tasks)) - sum(
+                t.state == StepState.RUNNING for t in tasks
+            )
+            for task in sorted(tasks, key=lambda t: t.index):
+                if room <= 0:
+                    break
+                if task.state != StepState.WAITING or (task.not_before or 0) > now:
+                    continue
+                self._begin(view, step, task)
+                room -= 1
+
+    def _begin(self, view: View, step: Step, task: PipelineTask) -> None:
+        resolve = self._resolver(view, task)
+        try:
+            fields = render(step.fields, resolve)
+            if step.kind == "select":
+                self._done(
+                    task, self.kinds.select(view.run.owner_id, fields, self._models(view, fields))
+                )
+                return
+            if step.kind == "deploy":
+                self._done(task, self.kinds.deploy(view.run.owner_id, fields))
+                return
+            key = self._cache_key(view, step, task, fields)
+            if key and self._from_cache(view, step, task, key):
+                return
+            ref = self._ref(view, step, task)
+            self._update(
+                task,
+                state=StepState.RUNNING,
+                ref=ref,
+                cache_key=key,
+                started_at=time.time(),
+                finished_at=None,
+                message="",
+            )
+            if step.kind == "experiment":
+                credentials = self.records.credentials(view.run).get(step.name, {})
+                self.kinds.create_experiment(self._owner(view), view.run, fields, credentials, ref)
+                self._update(task, submitted_at=time.time())
+                return
+        except (UnresolvedReference, StepFailed) as exc:
+            self._update(task, state=StepState.FAILED, message=exc.message, finished_at=time.time())
+            return
+        self._submit(view, step, task)
+
+    def _ref(self, view: View, step: Step, task: PipelineTask) -> str:
+        if step.kind != "experiment":
+            return job_rows.new_job_id()
+        suffix = f"-{task.index}" if step.for_each is not None else ""
+        return f"{view.run.id}-{step.name}{suffix}"
+
+    def _submit(self, view: View, step: Step, task: PipelineTask) -> None:
+        """The task's job, under the id stored for it (again after a crash: at most once)."""
+        resolve = self._resolver(view, task)
+        try:
+            fields = render(step.fields, resolve)
+            credentials = self.records.credentials(view.run).get(step.name, {})
+            manifest, code = self.kinds.job_of(
+                view.run, step, fields, credentials, lambda v: render(v, resolve)
+            )
+            lineage = {
+                "kind": "pipeline",
+                "pipeline": view.run.pipeline,
+                "run": view.run.id,
+                "step": step.name,
+                "index": task.index,
+            }
+            self.kinds.submit(self._owner(view), task.ref, manifest, code, lineage)
+        except TooManyRequests as exc:  # the owner's queue is full: again next pass
+            self._update(task, message=f"waiting to be submitted: {exc.message}")
+            return
+        except (UnresolvedReference, StepFailed, InvalidInput, LoomError) as exc:
+            self._update(task, state=StepState.FAILED, message=exc.message, finished_at=time.time())
+            return
+        self._update(task, submitted_at=time.time(), message="")
+
+    def _models(self, view: View, fields: dict[str, Any]) -> list[str]:
+        found = []
+        for name in fields.get("from") or []:
+            for task in view.tasks_of(str(name)):
+                if task.state in DONE and task.outputs.get("model"):
+                    found.append(str(task.outputs["model"]))
+        return found
+
+    def _done(self, task: PipelineTask, outputs: dict[str, Any]) -> None:
+        now = time.time()
+        self._update(
+            task,
+            state=StepState.SUCCEEDED,
+            outputs=outputs,
+            started_at=now,
+            finished_at=now,
+            message="",
+        )
+
+    # -- the cache ---------------------------------------------------------------------------
+    def _cache_key(self, view: View, step: Step, task: PipelineTask, fields: Any) -> str:
+        if not step.cache or step.kind not in ("job", "python", "shell", "experiment"):
+            return ""
+        inputs = {
+            "kind": step.kind,
+            "fields": fields,
+            "item": task.item,
+            "code": self.kinds.code_identity(view.run.code_digest),
+            "credentials": self.records.credentials_digest(view.run, step.name),
+        }
+        text = json.dumps(inputs, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _from_cache(self, view: View, step: Step, task: PipelineTask, key: str) -> bool:
+        since = time.time() - step.cache_max_age_s if step.cache_max_age_s else None
+        with self.db.session() as session:
+            found = rows.cached(session, view.run.owner_id, key, since)
+            if found is None:
+                return False
+            origin = {"run": found.run_id, "step": found.step, "index": found.index}
+            outputs = dict(found.outputs)
+        now = time.time()
+        self._update(
+            task,
+            state=StepState.CACHED,
+            cache_key=key,
+            outputs={**outputs, "cached_from": origin},
+            ref=str(outputs.get("job_id") or outputs.get("experiment") or ""),
+            started_at=now,
+            finished_at=now,
+            message=f"reused the outputs of run {origin['run']}",
+        )
+        return True
+
+    # -- closing -----------------------------------------------------------------------------
+    def _close(self, view: View) -> None:
+        now = time.time()
+        changed: dict[str, tuple[StepState, str]] = {}
+        for step in view.spec.steps:
+            if view.state(step.name) != StepState.RUNNING:
+                continue
+            tasks = view.tasks_of(step.name)
+            state = step_state([StepState(t.state) for t in tasks])
+            if state is not None:
+                bad = next((t for t in tasks if t.state == state and t.message), None)
+                changed[step.name] = (state, bad.message if bad else "")
+        with self.db.session() as session:
+            run = session.get_one(PipelineRun, view.run.id)
+            for name, (state, message) in changed.items():
+                _step_entry(run, name, state, message, now)
+            states = [StepState(run.steps[s.name]["state"]) for s in view.spec.steps]
+            running = any(t.state == StepState.RUNNING for t in view.tasks)
+            if run.state == RunState.HALTED:
+                if not running and run.finished_at is None:
+                    run.finished_at = now
+                return
+            ended = run_state(states)
+            if ended is None:
+                return
+            run.state = ended.value
+            run.finished_at = now
+            failed = [s.name for s in view.spec.steps if run.steps[s.name]["state"] == "FAILED"]
+            run.message = f"failed steps: {', '.join(failed)}" if failed else ""
+        log.info("pipeline run %s (%s) ended: %s", view.run.id, view.run.pipeline, ended.value)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _resolver(self, view: View, task: PipelineTask | None) -> Callable[[str], Any]:
+        def resolve(path: str) -> Any:
+            parts = path.split(".")
+            if parts[0] == "parameters":
+                return walk(view.run.parameters, parts[1:], path)
+            if parts[0] == "run":
+                return {"id": view.run.id, "name": view.run.pipeline}[parts[1]]
+            if parts[0] == "item":
+                if task is None:
+                    raise UnresolvedReference(f"`${{{{ {path} }}}}`: no item here")
+                return walk(task.item, parts[1:], path)
+            return walk(view.outputs(parts[1]), parts[3:], path)
+
+        return resolve
+
+    def _owner(self, view: View) -> User:
+        with self.db.session() as session:
+            return session.get_one(User, view.run.owner_id)
+
+    def _update(self, task: PipelineTask, **values: Any) -> None:
+        with self.db.session() as session:
+            row = session.get_one(PipelineTask, task.id)
+            for key, given in values.items():
+                value = given.value if isinstance(given, StepState) else given
+                setattr(row, key, value)
+                setattr(task, key, value)
+
+    def _set_step(self, run: PipelineRun, name: str, state: StepState, message: str) -> None:
+        with self.db.session() as session:
+            row = session.get_one(PipelineRun, run.id)
+            _step_entry(row, name, state, message, time.time())
+            if row.state == RunState.PENDING:
+                row.state = RunState.RUNNING.value
+            run.steps = row.steps
+
+
+def _step_entry(run: PipelineRun, name: str, state: StepState, message: str, now: float) -> None:
+    """Store a step's new state (a new mapping, so the JSON column sees the change)."""
+    entry = dict(run.steps.get(name) or {})
+    if state == StepState.RUNNING:
+        entry["started_at"] = entry.get("started_at") or now
+        entry["finished_at"] = None
+    elif state in ENDED_STEP:
+        entry["finished_at"] = now
+    entry["state"], entry["message"] = state.value, message
+    run.steps = {**run.steps, name: entry}

@@ -1,0 +1,73 @@
+"""A run's stored parts: its spec with each step's credentials taken out and sealed apart, as a
+job's are, and the spec parsed again when it is needed."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+from loom.domain.credentials import Credentials, split
+from loom.domain.errors import SecretKeyError
+from loom.domain.pipeline import PipelineSpec, parse_pipeline
+from loom.hpo.records import redact as redact_experiment
+from loom.store.secret_keys import SecretKeys
+from loom.store.tables import PipelineRun
+
+
+def redact(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Credentials]]:
+    """The document with every inline manifest's credentials (a job step's, an experiment
+    step's trial spec) replaced by `***`, and the credentials by step name."""
+    redacted = copy.deepcopy(document)
+    found: dict[str, Credentials] = {}
+    for step in redacted.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        credentials: Credentials = {}
+        if isinstance(step.get("manifest"), dict):
+            step["manifest"], credentials = split(step["manifest"])
+        elif isinstance(step.get("experiment"), dict):
+            step["experiment"], credentials = redact_experiment(step["experiment"])
+        if credentials:
+            found[str(step.get("name"))] = credentials
+    return redacted, found
+
+
+class RunRecords:
+    def __init__(self, keys: SecretKeys) -> None:
+        self.keys = keys
+        self._specs: dict[str, PipelineSpec] = {}
+
+    def seal(self, run_id: str, credentials: dict[str, Credentials]) -> str | None:
+        if not credentials:
+            return None
+        payload = {"run": run_id, "steps": credentials}
+        return self.keys.seal(json.dumps(payload, default=str).encode())
+
+    def credentials(self, run: PipelineRun) -> dict[str, Credentials]:
+        if run.sealed is None:
+            return {}
+        try:
+            found = json.loads(self.keys.open(run.sealed))
+        except SecretKeyError as exc:
+            raise SecretKeyError(
+                f"the credentials of pipeline run {run.id} cannot be opened: {exc}"
+            ) from exc
+        if found.get("run") != run.id:
+            raise SecretKeyError(f"the credentials of pipeline run {run.id} are not its own")
+        steps: dict[str, Credentials] = found.get("steps") or {}
+        return steps
+
+    def credentials_digest(self, run: PipelineRun, step: str) -> str:
+        """Stands for a step's credentials in its cache key: another secret, another key."""
+        given = self.credentials(run).get(step)
+        if not given:
+            return ""
+        text = json.dumps(given, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def spec_of(self, run: PipelineRun) -> PipelineSpec:
+        if run.id not in self._specs:
+            self._specs[run.id] = parse_pipeline(run.spec)
+        return self._specs[run.id]

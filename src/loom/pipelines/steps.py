@@ -1,0 +1,359 @@
+"""What each kind of step does, given its fields with their references resolved: the job a
+`job`, `python` or `shell` step submits (under an id chosen before), the experiment of an
+`experiment` step, the registry query of a `select` and the deployment of a `deploy`; and what
+a finished job or experiment leaves as the step's outputs."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import shlex
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from loom.domain.credentials import Credentials, merge
+from loom.domain.errors import InvalidInput, LoomError, NotFound
+from loom.domain.manifest import manifest_from_dict
+from loom.domain.pipeline import Step
+from loom.domain.safe_yaml import UnsafeYaml, safe_load
+from loom.domain.states import JobState
+from loom.hpo.records import trial_spec_of
+from loom.hpo.service import Experiments
+from loom.lifecycle.manager import LifecycleManager
+from loom.lifecycle.workspace import Workspace
+from loom.registry.models import ModelRegistry, metric_value
+from loom.serving.deployments import Deployments, Scaling
+from loom.settings import Settings
+from loom.storage.artifacts import ArtifactStore
+from loom.store import jobs as job_rows
+from loom.store.tables import PipelineRun, User
+from loom.tds.service import TrainingData
+
+MAX_VALUES = 64 * 1024
+SCRIPT_DIR = ".loom-steps"
+
+
+class StepFailed(LoomError):
+    """The step cannot do what it says (a bad value at run time, a model that is not there):
+    the step fails with this message; the platform is fine."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A job or experiment that has ended: SUCCEEDED, FAILED or HALTED, with its outputs."""
+
+    state: str
+    message: str
+    outputs: dict[str, Any]
+
+
+class StepKinds:
+    def __init__(
+        self,
+        settings: Settings,
+        lifecycle: LifecycleManager,
+        artifacts: ArtifactStore,
+        tds: TrainingData,
+        registry: ModelRegistry,
+        deployments: Deployments,
+        experiments: Experiments,
+    ) -> None:
+        self.settings = settings
+        self.lifecycle = lifecycle
+        self.artifacts = artifacts
+        self.tds = tds
+        self.registry = registry
+        self.deployments = deployments
+        self.experiments = experiments
+        self._identities: dict[str, str] = {}  # the code's digest → its identity
+
+    # -- job, python and shell ---------------------------------------------------------------
+    def job_of(
+        self,
+        run: PipelineRun,
+        step: Step,
+        fields: dict[str, Any],
+        credentials: Credentials,
+        render: Callable[[Any], Any],
+    ) -> tuple[dict[str, Any], bytes]:
+        """The manifest (as written, credentials put back) and the code a job step runs; a
+        `manifest_file`'s references are resolved with `render`."""
+        code = self.artifacts.path(run.code_digest).read_bytes()
+        if step.kind == "job":
+            manifest = fields.get("manifest")
+            if manifest is None:
+                manifest = render(_manifest_file(code, str(fields["manifest_file"])))
+            return merge(dict(manifest), credentials), code
+        command = _command(step, fields)
+        if step.kind == "python" and fields.get("script") is not None:
+            script = f"{SCRIPT_DIR}/{step.name}.py"
+            code = _with_file(code, script, str(fields["script"]))
+            command = _env(fields) + shlex.join(
+                ["python", script, *map(str, fields.get("args") or [])]
+            )
+        manifest = {
+            "name": f"{run.pipeline}-{step.name}",
+            "framework": {"name": "python", "command": command},
+            "cpus": fields.get("cpus", 1),
+            "memory": fields.get("memory", "1Gb"),
+            "gpus": fields.get("gpus", 0),
+        }
+        return manifest, code
+
+    def submit(
+        self,
+        owner: User,
+        job_id: str,
+        manifest: dict[str, Any],
+        code: bytes,
+        lineage: dict[str, Any],
+    ) -> None:
+        try:
+            parsed = manifest_from_dict(manifest)
+        except InvalidInput as exc:
+            raise StepFailed(f"its manifest is refused: {exc.message}") from None
+        self.lifecycle.submit(owner, parsed, manifest, code, job_id=job_id, lineage=lineage)
+
+    def follow_job(self, job_id: str) -> Finished | None:
+        """The job's end, once it has ended (None while it runs)."""
+        with self.lifecycle.db.session() as session:
+            job = job_rows.get_job(session, job_id)
+        if job is None:
+            return Finished("FAILED", f"its job {job_id} was deleted", {})
+        state = JobState(job.state)
+        if state == JobState.COMPLETED:
+            return Finished("SUCCEEDED", "", self.job_outputs(job_id))
+        if state == JobState.FAILED:
+            return Finished("FAILED", f"its job {job_id} failed: {job.status_message}", {})
+        if state == JobState.HALTED:
+            return Finished("HALTED", f"its job {job_id} was halted", {})
+        return None
+
+    def job_outputs(self, job_id: str) -> dict[str, Any]:
+        outputs: dict[str, Any] = {
+            "job_id": job_id,
+            "metrics": _metrics(self.tds.metrics.final(job_id)),
+        }
+        found = self.registry.of_job(job_id)
+        if found is not None:
+            name, version = found
+            outputs.update(_model(name, version.version))
+        values = _values(Workspace(self.settings.jobs_dir, job_id).results / "outputs.json")
+        if values is not None:
+            outputs["values"] = values
+        return outputs
+
+    def code_identity(self, digest: str) -> str:
+        if digest not in self._identities:
+            self._identities[digest] = code_identity(self.artifacts.path(digest).read_bytes())
+        return self._identities[digest]
+
+    # -- experiment --------------------------------------------------------------------------
+    def create_experiment(
+        self,
+        owner: User,
+        run: PipelineRun,
+        fields: dict[str, Any],
+        credentials: Credentials,
+        name: str,
+    ) -> None:
+        """The step's experiment under `name` (at most once), its trial spec's credentials
+        put back."""
+        try:
+            self.experiments.find(owner.id, name)
+            return
+        except NotFound:
+            pass
+        document = copy.deepcopy(fields["experiment"])
+        trial_spec = trial_spec_of(document)
+        if trial_spec is not None and credentials:
+            restored = merge(trial_spec, credentials)
+            trial_spec.clear()
+            trial_spec.update(restored)
+        if "spec" in document:
+            document["metadata"] = {**(document.get("metadata") or {}), "name": name}
+        else:
+            document["name"] = name
+        code = self.artifacts.path(run.code_digest).read_bytes()
+        try:
+            self.experiments.create(owner, yaml.safe_dump(document, sort_keys=False), code)
+        except InvalidInput as exc:
+            raise StepFailed(f"its experiment is refused: {exc.message}") from None
+
+    def follow_experiment(self, owner_id: str, name: str) -> Finished | None:
+        try:
+            experiment = self.experiments.find(owner_id, name)
+        except NotFound:
+            return Finished("FAILED", f"its experiment {name} was deleted", {})
+        if experiment.state in ("CREATED", "RUNNING"):
+            return None
+        if experiment.state == "HALTED":
+            return Finished("HALTED", f"its experiment {name} was halted", {})
+        trials = self.experiments.trials(experiment.id)
+        best = next((t for t in trials if t.number == experiment.best_trial), None)
+        outputs: dict[str, Any] = {"experiment": name, "state": experiment.state}
+        if best is not None:
+            outputs |= {
+                "best_trial": best.number,
+                "objective": best.objective,
+                "parameters": best.parameters,
+                "metrics": best.metrics,
+            }
+        if experiment.best_model:
+            model, _, version = experiment.best_model.partition("@")
+            outputs.update(_model(model, int(version)))
+        if experiment.state != "SUCCEEDED":
+            return Finished("FAILED", f"its experiment {name}: {experiment.message}", outputs)
+        return Finished("SUCCEEDED", "", outputs)
+
+    # -- select and deploy -------------------------------------------------------------------
+    def select(
+        self, owner_id: str, fields: dict[str, Any], candidates: list[str]
+    ) -> dict[str, Any]:
+        """The best version among `candidates` (NAME@VERSION), or of the model `model`."""
+        metric, mode = str(fields["metric"]), str(fields.get("mode", "max"))
+        if fields.get("model") is not None:
+            try:
+                version = self.registry.best(owner_id, str(fields["model"]), metric, mode)
+            except (NotFound, InvalidInput) as exc:
+                raise StepFailed(exc.message) from None
+            name = str(fields["model"])
+            return {**_model(name, version.version), "metrics": _metrics(version.metrics)}
+        scored = []
+        for ref in candidates:
+            name, _, number = ref.partition("@")
+            try:
+                version = self.registry.version(owner_id, name, number)
+            except NotFound:
+                continue
+            value = metric_value(version.metrics, metric)
+            if value is not None:
+                scored.append((value if mode == "max" else -value, ref, name, version))
+        if not scored:
+            said = ", ".join(candidates) or "none"
+            raise StepFailed(
+                f"no model of the steps it selects from has a final {metric!r} ({said})"
+            )
+        _, ref, name, version = max(scored, key=lambda s: s[0])
+        return {**_model(name, version.version), "metrics": _metrics(version.metrics)}
+
+    def deploy(self, owner_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """The deployment created, or moved to the version if it exists."""
+        name, ref = str(fields["deployment"]), str(fields["model"])
+        model, _, version = ref.partition("@")
+        version = version or "latest"
+        scaling: dict[str, Any] = {
+            key: int(fields[key]) for key in ("min_replicas", "max_replicas") if key in fields
+        }
+        try:
+            try:
+                current = self.deployments.get(owner_id, name)
+            except NotFound:
+                view = self.deployments.create(
+                    owner_id, name, model, version, Scaling(**scaling), None
+                )
+            else:
+                if current["model"] != model:
+                    raise StepFailed(
+                        f"deployment {name} serves model {current['model']}, not {model}; "
+                        "delete it or deploy under another name"
+                    )
+                view = self.deployments.update(owner_id, name, scaling, version)
+        except (InvalidInput, NotFound) as exc:
+            raise StepFailed(exc.message) from None
+        return {
+            "deployment": name,
+            "url": view["endpoint"],
+            "infer_url": view["urls"]["v2_infer"],
+            **_model(model, int(view["model_version"])),
+        }
+
+
+def code_identity(code: bytes) -> str:
+    """What the code is, not how it was zipped: each file's name and content (a zip made
+    again from the same folder has new timestamps, and the same identity)."""
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(io.BytesIO(code)) as archive:
+        for info in sorted(archive.infolist(), key=lambda i: i.filename):
+            if not info.is_dir():
+                digest.update(info.filename.encode() + b"\0")
+                digest.update(hashlib.sha256(archive.read(info)).digest())
+    return digest.hexdigest()
+
+
+def _model(name: str, version: int) -> dict[str, Any]:
+    return {"model": f"{name}@{version}", "model_name": name, "model_version": version}
+
+
+def _metrics(final: dict[str, float]) -> dict[str, float]:
+    """Each final metric as `group/name`, and by its name alone (a test-like group first)."""
+    found = dict(final)
+    for key in final:
+        bare = key.split("/", 1)[-1]
+        if bare not in found:
+            value = metric_value(final, bare)
+            if value is not None:
+                found[bare] = value
+    return found
+
+
+def _values(path: Any) -> dict[str, Any] | None:
+    """`RESULT_DIR/outputs.json`: a JSON object of at most 64 KiB, or nothing."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_VALUES:
+            return None
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _command(step: Step, fields: dict[str, Any]) -> str:
+    if step.kind == "shell":
+        return _env(fields) + str(fields["command"])
+    args = [str(a) for a in fields.get("args") or []]
+    return _env(fields) + shlex.join(["python", str(fields.get("file") or ""), *args])
+
+
+def _env(fields: dict[str, Any]) -> str:
+    env = fields.get("env") or {}
+    if not isinstance(env, dict):
+        raise StepFailed(f"env must be a mapping of names to values, got {env!r}")
+    return "".join(
+        f"export {k}={shlex.quote(str(v))}; " for k, v in env.items() if str(k).isidentifier()
+    )
+
+
+def _manifest_file(code: bytes, path: str) -> dict[str, Any]:
+    try:
+        with zipfile.ZipFile(io.BytesIO(code)) as archive:
+            text = archive.read(path.lstrip("./"))
+    except KeyError:
+        raise StepFailed(f"manifest_file: {path} is not in the code folder") from None
+    try:
+        found = safe_load(text)
+    except (UnsafeYaml, yaml.YAMLError) as exc:
+        raise StepFailed(f"manifest_file {path} is not a manifest: {exc}") from None
+    if not isinstance(found, dict):
+        raise StepFailed(f"manifest_file {path} is not a mapping")
+    return found
+
+
+def _with_file(code: bytes, path: str, content: str) -> bytes:
+    """The code zip with one more file (an inline script)."""
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(code)) as source,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
+    ):
+        for info in source.infolist():
+            if info.filename != path:
+                target.writestr(info, source.read(info))
+        target.writestr(path, content)
+    return out.getvalue()

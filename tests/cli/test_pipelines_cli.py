@@ -1,0 +1,341 @@
+"""`loom pipelines` as a user types it, against a fake client that answers with the server's
+JSON shapes: the run's DAG drawn as a tree, the run list, logs of a step's job, run -p."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from loom.cli import common
+from loom.cli.main import app
+from loom.cli.pipelines import depths
+from loom.client import ClientError
+
+runner = CliRunner()
+
+
+def task(index: int, item: Any, state: str, job_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "index": index,
+        "item": item,
+        "state": state,
+        "job_id": job_id,
+        "attempt": 1,
+        "cached": False,
+        "message": "",
+        "started_at": None,
+        "finished_at": None,
+        "duration_s": 3.1,
+        "outputs": {},
+        **extra,
+    }
+
+
+def step(
+    name: str,
+    kind: str,
+    state: str | None,
+    after: list[str],
+    tasks: list[dict[str, Any]],
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "after": after,
+        "state": state,
+        "message": "",
+        "cached": False,
+        "started_at": None,
+        "finished_at": None,
+        "duration_s": 75.0,
+        "exit_handler": False,
+        "tasks": tasks,
+        **extra,
+    }
+
+
+RUN: dict[str, Any] = {
+    "id": "r-0001",
+    "name": "digits-workflow",
+    "state": "RUNNING",
+    "message": "",
+    "owner": "alice",
+    "parameters": {"epochs": 3, "widths": [8, 16]},
+    "created_at": "2026-03-01T10:00:00.123Z",
+    "started_at": "2026-03-01T10:00:01.456Z",
+    "finished_at": None,
+    "duration_s": 12.3,
+    "steps_total": 5,
+    "steps_by_state": {"SUCCEEDED": 2, "RUNNING": 1, "WAITING": 2},
+    "cached": 1,
+    "steps": [
+        step(
+            "data",
+            "python",
+            "CACHED",
+            [],
+            [task(0, None, "CACHED", "j-data", cached=True)],
+            cached=True,
+        ),
+        step(
+            "train",
+            "job",
+            "RUNNING",
+            ["data"],
+            [
+                task(0, 8, "SUCCEEDED", "j-train-0"),
+                task(1, 16, "RUNNING", "j-train-1", attempt=2, message="out of memory"),
+            ],
+        ),
+        step("pick", "select", "WAITING", ["train"], []),
+        step("serve", "deploy", "WAITING", ["pick"], []),
+        step("predict", "shell", "WAITING", ["serve", "data"], []),
+        step("report", "shell", "WAITING", [], [], exit_handler=True),
+    ],
+}
+
+
+class FakeLoom:
+    """What `LoomClient` answers, from `runs` (the run as it is each time it is looked at)."""
+
+    def __init__(self, *runs: dict[str, Any]) -> None:
+        self.runs = list(runs) or [RUN]
+        self.calls: list[tuple[str, Any]] = []
+
+    def __enter__(self) -> FakeLoom:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def run_pipeline(self, pipeline: Any, code_zip: bytes | None, parameters: Any) -> Any:
+        self.calls.append(("run", (pipeline, code_zip, parameters)))
+        return {
+            "id": "r-0001",
+            "name": "digits-workflow",
+            "location": "/v1/pipelines/runs/r-0001",
+            "warnings": ["a note"],
+        }
+
+    def pipeline_runs(self, pipeline: str | None, owner: str | None, everyone: bool) -> Any:
+        self.calls.append(("list", (pipeline, owner, everyone)))
+        return [{k: v for k, v in r.items() if k != "steps"} for r in self.runs]
+
+    def pipeline_run(self, run_id: str) -> dict[str, Any]:
+        if run_id != "r-0001":
+            raise ClientError(f"no pipeline run {run_id!r} (HTTP 404)", 404)
+        return self.runs[-1]
+
+    def wait_pipeline_run(
+        self,
+        run_id: str,
+        timeout_s: float,
+        poll_s: float,
+        on_change: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        for each in self.runs:
+            if on_change is not None:
+                on_change(each)
+        return self.runs[-1]
+
+    def halt_pipeline_run(self, run_id: str) -> dict[str, Any]:
+        self.calls.append(("halt", run_id))
+        return {**self.runs[-1], "state": "HALTED"}
+
+    def retry_pipeline_run(self, run_id: str) -> dict[str, Any]:
+        self.calls.append(("retry", run_id))
+        return {**self.runs[-1], "state": "RUNNING"}
+
+    def delete_pipeline_run(self, run_id: str) -> None:
+        self.calls.append(("delete", run_id))
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return {"id": job_id, "learners": 1, "state": "COMPLETED"}
+
+    def all_logs(self, job_id: str, **_: Any) -> list[dict[str, Any]]:
+        self.calls.append(("logs", job_id))
+        return [{"id": 1, "learner": 0, "line": f"a line of {job_id}"}]
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeLoom:
+    made = FakeLoom()
+    use(monkeypatch, made)
+    return made
+
+
+def use(monkeypatch: pytest.MonkeyPatch, made: FakeLoom) -> None:
+    monkeypatch.setattr(common.LoomClient, "from_env", lambda: made)
+    monkeypatch.setattr(common.console, "_width", 200)  # no squeezed columns
+    monkeypatch.setattr(common.err, "_width", 200)
+
+
+def pipelines(*args: str) -> Any:
+    return runner.invoke(app, ["pipelines", *args])
+
+
+def test_show_draws_the_dag_indented_by_depth_with_a_fan_outs_items(fake: FakeLoom) -> None:
+    shown = pipelines("show", "r-0001")
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert "digits-workflow r-0001: RUNNING" in shown.stdout
+
+    def line(text: str) -> str:
+        return next(x for x in lines if text in x)
+
+    assert "│ data " in line("j-data") and "CACHED" in line("j-data")
+    assert "cached" in line("j-data")
+    assert "│   train " in line("│   train ")
+    assert "│     └ [1] 16" in line("j-train-1") and "attempt 2: out of memory" in line("j-train-1")
+    assert "└ [0] 8" in line("j-train-0") and "SUCCEEDED" in line("j-train-0")
+    assert "│     pick " in line(" pick ")
+    assert "│         predict " in line(" predict ")  # after serve: the longest path counts
+    order = [
+        n
+        for x in lines
+        for n in ("data", "train", "pick", "serve", "predict", "report")
+        if f" {n} " in x
+    ]
+    assert order == ["data", "train", "pick", "serve", "predict", "report"]
+    assert "report (on exit)" in shown.stdout  # the exit handler last
+    assert "epochs=3" in shown.stdout and "1 running" in shown.stdout
+
+
+def test_show_json_is_the_runs_json(fake: FakeLoom) -> None:
+    shown = pipelines("show", "r-0001", "--json")
+    assert json.loads(shown.stdout) == RUN
+
+
+def test_depth_is_the_longest_path_from_a_root() -> None:
+    steps = [
+        {"name": "a", "after": []},
+        {"name": "b", "after": ["a"]},
+        {"name": "c", "after": ["a", "b", "gone"]},
+        {"name": "x", "after": ["y"]},  # a cycle is drawn, not recursed
+        {"name": "y", "after": ["x"]},
+    ]
+    assert depths(steps) == {"a": 0, "b": 1, "c": 2, "x": 1, "y": 0}
+
+
+def test_show_watch_redraws_until_it_ends_and_fails_with_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    failed = copy.deepcopy(RUN) | {"state": "FAILED", "message": "step train failed"}
+    use(monkeypatch, FakeLoom(RUN, failed))
+    shown = pipelines("show", "r-0001", "-w")
+    assert shown.exit_code == 1
+    assert "r-0001: FAILED" in shown.stdout and "step train failed" in shown.stdout
+    done = copy.deepcopy(RUN) | {"state": "SUCCEEDED"}
+    use(monkeypatch, FakeLoom(RUN, done))
+    assert pipelines("show", "r-0001", "-w").exit_code == 0
+
+
+def test_list_counts_ended_steps_and_cached_ones(fake: FakeLoom) -> None:
+    listed = pipelines("list", "--pipeline", "digits-workflow", "--all")
+    assert listed.exit_code == 0, listed.output
+    row = next(x for x in listed.stdout.splitlines() if "r-0001" in x)
+    assert "digits-workflow" in row and "RUNNING" in row
+    assert "2/5" in row and " 1 " in row
+    assert "2026-03-01 10:00:01" in row and "12 s" in row
+    assert ("list", ("digits-workflow", None, True)) in fake.calls
+
+
+def test_run_sends_the_yaml_the_code_and_typed_parameters(fake: FakeLoom, tmp_path: Path) -> None:
+    spec = tmp_path / "pipeline.yml"
+    spec.write_text("name: p\nsteps: []\n")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('hi')\n")
+    made = pipelines(
+        "run", str(spec), str(code), "-p", "epochs=3", "-p", "widths=[8, 16]", "-p", "name=x=y"
+    )
+    assert made.exit_code == 0, made.output
+    assert "Started run r-0001" in made.stdout and "a note" in made.stderr
+    sent, code_zip, parameters = fake.calls[0][1]
+    assert sent == spec.read_bytes()
+    assert code_zip is not None and code_zip.startswith(b"PK")
+    assert parameters == {"epochs": 3, "widths": [8, 16], "name": "x=y"}
+
+
+def test_run_takes_a_python_files_pipeline(fake: FakeLoom, tmp_path: Path) -> None:
+    source = tmp_path / "flow.py"
+    source.write_text(
+        "from loom.client.pipeline_dsl import Pipeline\n"
+        "pipeline = Pipeline('from-python')\n"
+        "pipeline.shell('hi', command='echo hi')\n"
+    )
+    made = pipelines("run", str(source), "-f")
+    assert made.exit_code == 1  # followed: the fake's run never succeeds
+    sent, code_zip, parameters = fake.calls[0][1]
+    assert "name: from-python" in sent and code_zip is None and parameters is None
+    assert "digits-workflow r-0001: RUNNING" in made.stdout  # the run drawn as it ended
+
+
+def test_run_refuses_bad_input_before_sending(fake: FakeLoom, tmp_path: Path) -> None:
+    spec = tmp_path / "pipeline.yml"
+    spec.write_text("- just a list\n")
+    assert pipelines("run", str(spec)).exit_code == 2
+    spec.write_text("name: p\n")
+    bad = pipelines("run", str(spec), "-p", "epochs")
+    assert bad.exit_code == 2 and "name=value" in bad.stderr
+    assert fake.calls == []
+
+
+def test_logs_of_a_step_and_of_a_fan_outs_item(fake: FakeLoom) -> None:
+    single = pipelines("logs", "r-0001", "data")
+    assert single.exit_code == 0, single.output
+    assert single.stdout == "a line of j-data\n"
+    item = pipelines("logs", "r-0001", "train", "--index", "1")
+    assert item.stdout == "a line of j-train-1\n"
+    which = pipelines("logs", "r-0001", "train")
+    assert which.exit_code == 1 and "--index" in which.stderr
+    none = pipelines("logs", "r-0001", "pick")
+    assert none.exit_code == 1 and "no job yet" in none.stderr
+    missing = pipelines("logs", "r-0001", "nope")
+    assert missing.exit_code == 1 and "no step 'nope'" in missing.stderr
+
+
+def test_a_client_error_is_told_plainly(fake: FakeLoom) -> None:
+    result = pipelines("show", "r-9999")
+    assert result.exit_code == 1
+    assert "no pipeline run 'r-9999'" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_halt_retry_and_delete(fake: FakeLoom) -> None:
+    assert "r-0001: HALTED" in pipelines("halt", "r-0001").stdout
+    assert "r-0001: RUNNING" in pipelines("retry", "r-0001").stdout
+    assert "Deleted pipeline run r-0001" in pipelines("delete", "r-0001").stdout
+    assert [c for c in fake.calls] == [
+        ("halt", "r-0001"),
+        ("retry", "r-0001"),
+        ("delete", "r-0001"),
+    ]
+
+
+def test_the_servers_depth_and_fan_out_are_used_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy.deepcopy(RUN)
+    run["steps"] = [
+        step(
+            "one",
+            "job",
+            "SUCCEEDED",
+            [],
+            [task(0, {"lr": 0.1}, "SUCCEEDED", "j-one-0")],
+            depth=3,
+            fan_out=True,
+        ),
+        step("two", "shell", None, [], [], depth=0, fan_out=False),
+    ]
+    use(monkeypatch, FakeLoom(run))
+    lines = pipelines("show", "r-0001").stdout.splitlines()
+    assert any("│       one " in x for x in lines)
+    assert any('└ [0] {"lr":0.1}' in x and "j-one-0" in x for x in lines)
+    assert any("│ two " in x and "WAITING" in x for x in lines)

@@ -1,0 +1,333 @@
+"""Pipeline runs end to end, with real jobs on a real platform: fan-out and fan-in, conditions,
+retries with the exit handler, caching, halt and retry, kill -9, and bad specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loom.client import ClientError, LoomClient
+from loom.store.db import Database
+from loom.store.tables import Job, ModelVersion
+from tests.conftest import Server, eventually, make_zip
+
+pytestmark = pytest.mark.integration
+
+# Prints its width's accuracy as a metric, saves a model, and writes a small value.
+TRAIN = """
+import argparse, json, os, time
+p = argparse.ArgumentParser()
+p.add_argument('--width', type=int, default=8)
+p.add_argument('--pause', type=float, default=0.0)
+a = p.parse_args()
+time.sleep(a.pause)
+accuracy = 0.5 + a.width / 100
+print(f'accuracy={accuracy:.3f}', flush=True)
+result = os.environ['RESULT_DIR']
+os.makedirs(os.path.join(result, 'model'), exist_ok=True)
+with open(os.path.join(result, 'model', 'w.json'), 'w') as f:
+    json.dump({'width': a.width}, f)
+with open(os.path.join(result, 'outputs.json'), 'w') as f:
+    json.dump({'width': a.width, 'note': 'trained'}, f)
+"""
+FAIL = "import sys; print('failing on purpose', flush=True); sys.exit(4)\n"
+
+
+def code(**extra: str) -> bytes:
+    return make_zip({"train.py": TRAIN, "fail.py": FAIL, **extra})
+
+
+def job_step(name: str, width: Any, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": "job",
+        "manifest": {
+            "name": f"p-{name}",
+            "model_name": "pipe-model",
+            "framework": {"name": "python", "command": f"python train.py --width {width}"},
+            "evaluation_metrics": {"type": "katib"},
+        },
+        **more,
+    }
+
+
+def wait(client: LoomClient, run_id: str, timeout: float = 180) -> dict[str, Any]:
+    found = client.wait_pipeline_run(run_id, timeout_s=timeout)
+    return found
+
+
+def jobs_of_run(server: Server, run_id: str) -> list[Job]:
+    db = Database(server.database_url)
+    try:
+        with db.session() as session:
+            return [j for j in session.query(Job).all() if (j.lineage or {}).get("run") == run_id]
+    finally:
+        db.close()
+
+
+def steps(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in run["steps"]}
+
+
+def test_fan_out_fan_in_select_and_a_condition(server: Server) -> None:
+    """Three widths in parallel (two at a time), the best selected by its metric, a condition
+    true and one false, outputs read by later steps."""
+    pipeline = {
+        "name": "fan",
+        "parameters": {"widths": [8, 24, 16], "bar": 0.6},
+        "steps": [
+            {
+                **job_step("train", "${{ item }}"),
+                "for_each": "${{ parameters.widths }}",
+                "parallelism": 2,
+            },
+            {"name": "pick", "kind": "select", "from": ["train"], "metric": "accuracy"},
+            {
+                "name": "good",
+                "kind": "shell",
+                "command": "echo chosen ${{ steps.pick.outputs.model }}",
+                "when": "${{ steps.pick.outputs.metrics.accuracy }} >= ${{ parameters.bar }}",
+            },
+            {
+                "name": "never",
+                "kind": "shell",
+                "command": "echo no",
+                "when": "${{ steps.pick.outputs.metrics.accuracy }} > 2",
+            },
+            {"name": "after-never", "kind": "shell", "command": "echo no", "after": ["never"]},
+        ],
+    }
+    with server.client() as client:
+        made = client.run_pipeline(pipeline, code())
+        run = wait(client, made["id"])
+        assert run["state"] == "SUCCEEDED", run
+        found = steps(run)
+        train = found["train"]["tasks"]
+        assert [t["item"] for t in train] == [8, 24, 16]
+        assert all(t["state"] == "SUCCEEDED" for t in train)
+        assert train[1]["outputs"]["values"] == {"width": 24, "note": "trained"}
+        assert train[1]["outputs"]["metrics"]["accuracy"] == pytest.approx(0.74)
+        pick = found["pick"]["tasks"][0]["outputs"]
+        assert pick["model"] == train[1]["outputs"]["model"]
+        assert found["good"]["state"] == "SUCCEEDED"
+        assert found["never"]["state"] == "SKIPPED" and "is false" in found["never"]["message"]
+        assert found["after-never"]["state"] == "SKIPPED"
+        assert "never (skipped)" in found["after-never"]["message"]
+        logs = [line["line"] for line in client.logs(found["good"]["tasks"][0]["job_id"])]
+        assert f"chosen {pick['model']}" in logs
+        # at most two of the fan-out ran at once
+        spans = [(t["started_at"], t["finished_at"]) for t in train]
+        for start, _ in spans:
+            assert sum(s <= start < e for s, e in spans) <= 2
+    db = Database(server.database_url)
+    try:
+        with db.session() as session:
+            version = session.query(ModelVersion).filter_by(job_id=train[1]["job_id"]).one()
+            assert version.lineage == {
+                "kind": "pipeline",
+                "pipeline": "fan",
+                "run": made["id"],
+                "step": "train",
+                "index": 1,
+            }
+    finally:
+        db.close()
+
+
+def test_a_failing_step_is_retried_then_fails_with_the_exit_handler_run(server: Server) -> None:
+    pipeline = {
+        "name": "retrying",
+        "on_exit": "report",
+        "steps": [
+            {
+                "name": "flaky",
+                "kind": "python",
+                "file": "fail.py",
+                "retry": {"limit": 2, "backoff_s": 0.5},
+            },
+            {"name": "later", "kind": "shell", "command": "echo never", "after": ["flaky"]},
+            {"name": "report", "kind": "shell", "command": "echo run ${{ run.id }} over"},
+        ],
+    }
+    with server.client() as client:
+        made = client.run_pipeline(pipeline, code())
+        run = wait(client, made["id"])
+    assert run["state"] == "FAILED" and "flaky" in run["message"]
+    found = steps(run)
+    flaky = found["flaky"]["tasks"][0]
+    assert flaky["state"] == "FAILED" and flaky["attempt"] == 3
+    assert "failed" in flaky["message"]
+    assert found["later"]["state"] == "SKIPPED" and "flaky (failed)" in found["later"]["message"]
+    assert found["report"]["state"] == "SUCCEEDED"
+    jobs = jobs_of_run(server, made["id"])
+    assert sorted(j.lineage["step"] for j in jobs) == ["flaky", "flaky", "flaky", "report"]
+
+
+def test_caching_hits_and_misses(server: Server) -> None:
+    """A second run with the same inputs reuses every job step; a new parameter or new code
+    misses the steps they reach; `cache: false` always runs."""
+    pipeline = {
+        "name": "cached",
+        "parameters": {"width": 8},
+        "steps": [
+            job_step("train", "${{ parameters.width }}"),
+            {"name": "fresh", "kind": "shell", "command": "echo hi", "cache": False},
+            {
+                "name": "use",
+                "kind": "shell",
+                "command": "echo ${{ steps.train.outputs.values.width }}",
+            },
+        ],
+    }
+    with server.client() as client:
+        first = wait(client, client.run_pipeline(pipeline, code())["id"])
+        second = wait(client, client.run_pipeline(pipeline, code())["id"])
+        other = wait(client, client.run_pipeline(pipeline, code(), {"width": 16})["id"])
+        changed = wait(client, client.run_pipeline(pipeline, code(extra="# new\n"))["id"])
+    assert [r["state"] for r in (first, second, other, changed)] == ["SUCCEEDED"] * 4
+    assert first["cached"] == 0
+    states = {name: s["state"] for name, s in steps(second).items()}
+    assert states == {"train": "CACHED", "fresh": "SUCCEEDED", "use": "CACHED"}
+    train = steps(second)["train"]["tasks"][0]
+    assert train["outputs"]["cached_from"]["run"] == first["id"]
+    assert train["job_id"] == steps(first)["train"]["tasks"][0]["job_id"]
+    assert {n: s["state"] for n, s in steps(other).items()}["train"] == "SUCCEEDED"
+    assert {n: s["state"] for n, s in steps(changed).items()}["train"] == "SUCCEEDED"
+
+
+def test_halt_then_retry_runs_only_what_did_not_finish(server: Server) -> None:
+    pipeline = {
+        "name": "halting",
+        "steps": [
+            job_step("quick", 8),
+            job_step("slow", 16, after=["quick"]),
+            {"name": "end", "kind": "shell", "command": "echo end", "after": ["slow"]},
+        ],
+    }
+    pipeline["steps"][1]["manifest"]["framework"]["command"] += " --pause 30"
+    with server.client() as client:
+        made = client.run_pipeline(pipeline, code())
+
+        def slow_running() -> bool:
+            task = steps(client.pipeline_run(made["id"]))["slow"]["tasks"]
+            return bool(task) and task[0]["state"] == "RUNNING" and task[0]["job_id"] is not None
+
+        eventually(slow_running, timeout=60)
+        client.halt_pipeline_run(made["id"])
+        halted = wait(client, made["id"], 60)
+        eventually(lambda: client.pipeline_run(made["id"])["finished_at"] is not None, 30)
+        assert halted["state"] == "HALTED"
+        quick_job = steps(halted)["quick"]["tasks"][0]["job_id"]
+        with pytest.raises(ClientError) as refused:
+            client.halt_pipeline_run(made["id"])
+        assert refused.value.status == 409
+        pipeline_fast = client.pipeline_run(made["id"])
+        assert steps(pipeline_fast)["end"]["state"] == "WAITING"
+        client.retry_pipeline_run(made["id"])
+        # the slow step now runs its 30 s: halt is proven, let the retry finish quickly
+        done = wait(client, made["id"], 120)
+    assert done["state"] == "SUCCEEDED"
+    assert steps(done)["quick"]["tasks"][0]["job_id"] == quick_job  # kept, not run again
+    assert steps(done)["slow"]["state"] == "SUCCEEDED"
+
+
+def test_kill9_of_the_platform_mid_run(server: Server) -> None:
+    """The run goes on after kill -9 and a restart; no step runs twice."""
+    pipeline = {
+        "name": "crash",
+        "steps": [
+            {
+                **job_step("train", "${{ item }}"),
+                "for_each": [8, 16, 24, 32],
+                "parallelism": 2,
+            },
+            {"name": "pick", "kind": "select", "from": ["train"], "metric": "accuracy"},
+        ],
+    }
+    pipeline["steps"][0]["manifest"]["framework"]["command"] += " --pause 2"
+    with server.client() as client:
+        made = client.run_pipeline(pipeline, code())
+        eventually(
+            lambda: any(
+                t["job_id"] for t in steps(client.pipeline_run(made["id"]))["train"]["tasks"]
+            ),
+            timeout=60,
+        )
+    server.kill9()
+    server.start()
+    with server.client() as client:
+        run = wait(client, made["id"], 180)
+    assert run["state"] == "SUCCEEDED"
+    tasks = steps(run)["train"]["tasks"]
+    assert all(t["attempt"] == 1 and t["state"] == "SUCCEEDED" for t in tasks)
+    jobs = jobs_of_run(server, made["id"])
+    assert len(jobs) == 4 and {j.id for j in jobs} == {t["job_id"] for t in tasks}
+    assert steps(run)["pick"]["tasks"][0]["outputs"]["model_version"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        (
+            {"steps": [{"name": "a", "kind": "shell", "command": "x", "after": ["a"]}]},
+            "steps[0].after[0]",
+            "itself",
+        ),
+        (
+            {
+                "steps": [
+                    {"name": "a", "kind": "shell", "command": "x", "after": ["b"]},
+                    {"name": "b", "kind": "shell", "command": "x", "after": ["a"]},
+                ]
+            },
+            "steps[0].after",
+            "a cycle: a → b → a",
+        ),
+        (
+            {"steps": [{"name": "a", "kind": "shell", "command": "${{ steps.zz.outputs.x }}"}]},
+            "steps[0].command",
+            "'zz' is not a step",
+        ),
+        (
+            {"steps": [{"name": "a", "kind": "train", "command": "x"}]},
+            "steps[0].kind",
+            "not one of",
+        ),
+        (
+            {"steps": [{"name": "a", "kind": "shell", "command": "x", "when": "__import__('os')"}]},
+            "steps[0].when",
+            "Call is not allowed",
+        ),
+    ],
+)
+def test_bad_specs_are_refused_with_the_step_and_field_named(
+    server: Server, change: dict[str, Any], field: str, words: str
+) -> None:
+    with server.client() as client:
+        with pytest.raises(ClientError) as refused:
+            client.run_pipeline({"name": "bad", **change}, code())
+        assert refused.value.status == 400
+        assert str(refused.value).startswith(field + ":") or f"{field}:" in str(refused.value)
+        assert words in str(refused.value)
+        with pytest.raises(ClientError) as unknown:
+            client.run_pipeline(
+                {"name": "ok", "steps": [{"name": "a", "kind": "shell", "command": "x"}]},
+                code(),
+                {"nope": 1},
+            )
+        assert unknown.value.status == 400 and "parameters.nope" in str(unknown.value)
+        assert client.pipeline_runs() == []
+
+
+def test_another_user_sees_no_run(server: Server) -> None:
+    with server.client() as client:
+        made = client.run_pipeline(
+            {"name": "mine", "steps": [{"name": "a", "kind": "shell", "command": "echo"}]}
+        )
+        token = client.add_user("bob")["token"]
+    with server.client(token) as bob:
+        assert bob.pipeline_runs() == []
+        with pytest.raises(ClientError) as hidden:
+            bob.pipeline_run(made["id"])
+        assert hidden.value.status == 404
