@@ -1,31 +1,31 @@
-"""The end-to-end demo behind `make demo`.
+"""The end-to-end demo behind `make demo`: the whole workflow as one pipeline run.
 
-Starts the embedded platform (API + lifecycle, state in ./.loom-demo), submits the digits example
-through the REST API, follows its logs live, prints the final state and accuracy, deploys the
-model the job registered and prints its predictions for a few test images beside their true
-labels, then deletes the deployment and stops the platform cleanly.
+Starts the embedded platform (API + lifecycle, state in ./.loom-demo, kept between demos), runs
+examples/workflow/pipeline.yml with examples/ as its code folder — make the data set, train three
+CNN variants in parallel (one with 2 DistributedDataParallel learners), select the most accurate,
+deploy it, and ask it about test images — printing the DAG's progress live, the three accuracies,
+the chosen model and its predictions. A second `make demo` reuses the cached steps' results.
+Then it deletes the deployment and stops the platform cleanly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from loom.client import ClientError, LoomClient
 from loom.client.archive import zip_folder
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "digits-pytorch"
+PIPELINE = ROOT / "examples" / "workflow" / "pipeline.yml"
 HOME = Path(os.environ.get("LOOM_DEMO_HOME") or ROOT / ".loom-demo")
 
 
@@ -53,97 +53,72 @@ def start_server(port: int) -> subprocess.Popen[bytes]:
     sys.exit("the platform did not start within 60 s")
 
 
-def test_images(count: int) -> tuple[Any, Any]:
-    """The first test images of the example's split (same seed), never seen in training."""
-    import numpy as np
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+def progress(started: float) -> Callable[[dict[str, Any]], None]:
+    """Prints each step's and item's new state as the run moves on."""
+    seen: dict[str, str] = {}
 
-    digits = load_digits()
-    x = (digits.images / 16.0).astype(np.float32)[:, None]
-    _, x_test, _, y_test = train_test_split(
-        x, digits.target, test_size=0.25, random_state=0, stratify=digits.target
-    )
-    return x_test[:count], y_test[:count]
+    def show(run: dict[str, Any]) -> None:
+        for step in run["steps"]:
+            for key, state, what in _lines(step):
+                if seen.get(key) != state:
+                    seen[key] = state
+                    print(f"   [{time.monotonic() - started:6.1f}s] {what}", flush=True)
+
+    return show
 
 
-def serve(loom: LoomClient) -> int:
-    """Deploy the model the job registered and ask it about a few test images over V2."""
-    version = loom.model_version("digits-cnn", "latest")
-    print(f"== deploying digits-cnn version {version['version']} as 'digits'", flush=True)
-    loom.deploy("digits", "digits-cnn", version["version"], min_replicas=1, max_replicas=2)
-    deployment = loom.wait_deployment("digits")
-    url = deployment["urls"]["v2_infer"]
-    print(f"== serving version {deployment['model_version']} at {url}", flush=True)
-    # The endpoint is private: a key made for this deployment (shown once) lets a client in.
-    key = loom.create_deployment_key("digits", "demo")["key"]
-    print("== made a deployment key; requests carry `Authorization: Bearer <key>`", flush=True)
-    images, labels = test_images(12)
-    request = {
-        "inputs": [
-            {
-                "name": "image",
-                "shape": list(images.shape),
-                "datatype": "FP32",
-                "data": images.ravel().tolist(),
-            }
-        ]
-    }
-    try:
-        headers = {"Authorization": f"Bearer {key}"}
-        response = httpx.post(url, json=request, headers=headers, timeout=30)
-        response.raise_for_status()
-        logits = response.json()["outputs"][0]
-        rows = [logits["data"][i * 10 : (i + 1) * 10] for i in range(len(labels))]
-        right = 0
-        for i, (row, label) in enumerate(zip(rows, labels, strict=True)):
-            predicted = max(range(10), key=row.__getitem__)
-            right += predicted == label
-            mark = "✓" if predicted == label else "✗"
-            print(f"   test image {i:2d}: predicted {predicted}, true label {label}  {mark}")
-        print(f"== {right} of {len(labels)} right; metrics at {deployment['urls']['metrics']}")
-    finally:
-        print("== deleting the deployment", flush=True)
-        loom.delete_deployment("digits")
-    return 0
+def _lines(step: dict[str, Any]) -> list[tuple[str, str, str]]:
+    found = [(step["name"], step["state"], f"{step['name']:8s} {step['state']}")]
+    if step["message"] and step["state"] in ("SKIPPED", "FAILED"):
+        found[0] = (step["name"], step["state"], f"{found[0][2]}: {step['message']}")
+    for task in step["tasks"] if step["fan_out"] else []:
+        item = ", ".join(f"{k} {v}" for k, v in (task["item"] or {}).items())
+        what = f"  {step['name']}[{task['index']}] {item}: {task['state']}"
+        found.append((f"{step['name']}[{task['index']}]", task["state"], what))
+    return found
+
+
+def report(loom: LoomClient, run: dict[str, Any]) -> None:
+    steps = {s["name"]: s for s in run["steps"]}
+    for task in steps["train"]["tasks"]:
+        outputs = task["outputs"]
+        accuracy = outputs.get("metrics", {}).get("accuracy")
+        shown = f"{accuracy:.2%}" if accuracy is not None else "none"
+        print(
+            f"== variant width {task['item']['width']} ({task['item']['learners']} learner(s)): "
+            f"test accuracy {shown}, model {outputs.get('model')}"
+            + (" (cached)" if task["cached"] else "")
+        )
+    pick = steps["pick"]["tasks"][0]["outputs"] if steps["pick"]["tasks"] else {}
+    if pick:
+        print(f"== chosen: {pick['model']} at {pick['metrics']['accuracy']:.2%}")
+    if steps["predict"]["tasks"]:
+        job = steps["predict"]["tasks"][0]["job_id"]
+        print(f"== the deployment's answers (step predict, job {job}):")
+        for line in loom.logs(job, pagesize=1000):
+            print(f"   {line['line']}")
+    cached = [s["name"] for s in run["steps"] if s["cached"]]
+    print(f"== run {run['id']}: {run['state']} in {run['duration_s']:.1f}s", end="")
+    print(f"; cached steps: {', '.join(cached)}" if cached else "; no step was cached")
 
 
 def main() -> int:
-    shutil.rmtree(HOME, ignore_errors=True)
     port = free_port()
     print(f"== starting the Loom platform on port {port} (state in {HOME})", flush=True)
     server = start_server(port)
     try:
         token = (HOME / "token").read_text().strip()
         with LoomClient(f"http://127.0.0.1:{port}", token) as loom:
-            manifest = (EXAMPLE / "manifest.yml").read_bytes()
-            job_id = loom.submit(manifest, zip_folder(EXAMPLE))
-            print(f"== submitted {job_id}; following its logs and metrics", flush=True)
-            accuracy = None
-            for kind, data in loom.follow(job_id, metrics=True):
-                if kind == "line":
-                    print(f"   {data['line']}", flush=True)
-                    found = re.search(r"test accuracy: ([0-9.]+)", data["line"])
-                    accuracy = float(found.group(1)) if found else accuracy
-                elif kind == "metric":
-                    shown = " ".join(f"{k}={v:.4f}" for k, v in data["values"].items())
-                    print(f"   ▸ {data['group']} step {data['step']}: {shown}", flush=True)
-            job = loom.job(job_id)
-            print(f"== {job_id} finished: {job['state']}", flush=True)
-            for event in job["history"]:
-                print(f"   {event['at']}  {event['state']}")
-            series = loom.metrics(job_id, form="series")["series"]
-            for group, names in sorted(series.items()):
-                for name, line in sorted(names.items()):
-                    print(
-                        f"== metric {group}/{name}: {len(line['values'])} points, "
-                        f"last {line['values'][-1]:.4f} at step {line['steps'][-1]}"
-                    )
-            if accuracy is not None:
-                print(f"== test accuracy: {accuracy:.2%}")
-            if job["state"] != "COMPLETED" or accuracy is None:
-                return 1
-            return serve(loom)
+            made = loom.run_pipeline(PIPELINE.read_bytes(), zip_folder(PIPELINE.parent.parent))
+            print(f"== started pipeline run {made['id']} ({made['name']})", flush=True)
+            run = loom.wait_pipeline_run(
+                made["id"], timeout_s=600, on_change=progress(time.monotonic())
+            )
+            report(loom, run)
+            with contextlib.suppress(ClientError):
+                loom.delete_deployment("digits-workflow")
+                print("== deleted the deployment", flush=True)
+            return 0 if run["state"] == "SUCCEEDED" else 1
     finally:
         print("== stopping the platform", flush=True)
         server.send_signal(signal.SIGTERM)

@@ -22,17 +22,17 @@ from loom import tracking
 
 
 class DigitsCNN(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, width: int = 32) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 32, 3, padding=1),
+            nn.Conv2d(1, width, 3, padding=1),
             nn.ReLU(),
-            nn.Conv2d(32, 64, 3, padding=1),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
             nn.ReLU(),
             nn.MaxPool2d(2),
         )
         self.head = nn.Sequential(
-            nn.Flatten(), nn.Linear(64 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, 10)
+            nn.Flatten(), nn.Linear(2 * width * 4 * 4, 128), nn.ReLU(), nn.Linear(128, 10)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -61,6 +61,7 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=0.01)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--width", type=int, default=32, help="channels of the first layer")
     args = parser.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -72,7 +73,7 @@ def main() -> None:
     x_train, x_test, y_train, y_test = data(args.seed)
     x_shard, y_shard = x_train[rank::world], y_train[rank::world]
 
-    model: nn.Module = DigitsCNN()
+    model: nn.Module = DigitsCNN(args.width)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     checkpoints = Path(os.environ.get("CHECKPOINT_DIR", "checkpoints"))
     checkpoint = checkpoints / "digits.pt"

@@ -34,7 +34,7 @@ _FIELDS: dict[StepKind, tuple[str, ...]] = {
     "shell": ("command", *_RESOURCES),
     "experiment": ("experiment",),
     "select": ("from", "model", "metric", "mode"),
-    "deploy": ("deployment", "model", "min_replicas", "max_replicas"),
+    "deploy": ("deployment", "model", "min_replicas", "max_replicas", "public"),
 }
 _TOP = ("name", "description", "parameters", "steps", "on_exit")
 
@@ -270,6 +270,8 @@ def _kind_fields(kind: StepKind, fields: dict[str, Any], where: str, names: list
     else:
         check.text(fields.get("deployment"), f"{where}.deployment")
         check.text(fields.get("model"), f"{where}.model")
+        if "public" in fields:
+            _flag(fields["public"], f"{where}.public")
         for key in ("min_replicas", "max_replicas"):
             if not isinstance(fields.get(key), str):  # a reference is checked when it is used
                 check.count(fields.get(key), f"{where}.{key}", 0)

@@ -43,6 +43,7 @@ from loom.store.tables import PipelineRun, PipelineTask, User
 
 log = logging.getLogger("loom.pipelines")
 TIMED_OUT = "timed out"
+MAX_ROUNDS = 20  # passes over one run in one call, at most
 
 
 @dataclass
@@ -87,11 +88,19 @@ class PipelineDriver(RowDriver):
         return View(run, self.records.spec_of(run), tasks)
 
     def advance(self, run_id: str) -> None:
-        for part in (self._follow, self._open, self._start, self._close):
-            view = self.view(run_id)
-            if view is None:
+        """Pass after pass while one changes something: a step that ends opens the next in
+        the same call (a select or a deploy step ends as it starts)."""
+        before = None
+        for _ in range(MAX_ROUNDS):
+            for part in (self._follow, self._open, self._start, self._close):
+                view = self.view(run_id)
+                if view is None:
+                    return
+                part(view)
+            after = _fingerprint(view) if view is not None else None
+            if after == before:
                 return
-            part(view)
+            before = after
 
     # -- running tasks -----------------------------------------------------------------------
     def _follow(self, view: View) -> None:
@@ -399,7 +408,7 @@ class PipelineDriver(RowDriver):
                     run.finished_at = now
                 return
             ended = run_state(states)
-            if ended is None:
+            if ended is None or run.state not in ACTIVE_RUN:
                 return
             run.state = ended.value
             run.finished_at = now
@@ -442,6 +451,12 @@ class PipelineDriver(RowDriver):
             if row.state == RunState.PENDING:
                 row.state = RunState.RUNNING.value
             run.steps = row.steps
+
+
+def _fingerprint(view: View) -> tuple[Any, ...]:
+    steps = tuple(sorted((k, v.get("state")) for k, v in view.run.steps.items()))
+    tasks = tuple(sorted((t.step, t.index, t.state, t.attempt) for t in view.tasks))
+    return view.run.state, steps, tasks
 
 
 def _step_entry(run: PipelineRun, name: str, state: StepState, message: str, now: float) -> None:

@@ -248,6 +248,7 @@ class StepKinds:
         name, ref = str(fields["deployment"]), str(fields["model"])
         model, _, version = ref.partition("@")
         version = version or "latest"
+        public = fields.get("public") is True  # answers without a token: on a trusted network
         scaling: dict[str, Any] = {
             key: int(fields[key]) for key in ("min_replicas", "max_replicas") if key in fields
         }
@@ -256,7 +257,7 @@ class StepKinds:
                 current = self.deployments.get(owner_id, name)
             except NotFound:
                 view = self.deployments.create(
-                    owner_id, name, model, version, Scaling(**scaling), None
+                    owner_id, name, model, version, Scaling(**scaling), None, public=public
                 )
             else:
                 if current["model"] != model:
@@ -264,7 +265,7 @@ class StepKinds:
                         f"deployment {name} serves model {current['model']}, not {model}; "
                         "delete it or deploy under another name"
                     )
-                view = self.deployments.update(owner_id, name, scaling, version)
+                view = self.deployments.update(owner_id, name, scaling, version, public=public)
         except (InvalidInput, NotFound) as exc:
             raise StepFailed(exc.message) from None
         return {
