@@ -1,5 +1,6 @@
 """`loom pipelines` as a user types it, against a fake client that answers with the server's
-JSON shapes: the run's DAG drawn as a tree, the run list, logs of a step's job, run -p."""
+JSON shapes: the run's DAG drawn as a tree, the run list, logs of a step's job, run -p, and
+schedules; and the requests `PipelineCalls` makes of the schedules' routes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -16,6 +18,7 @@ from loom.cli import common
 from loom.cli.main import app
 from loom.cli.pipelines import depths
 from loom.client import ClientError
+from loom.client.pipelines import PipelineCalls
 
 runner = CliRunner()
 
@@ -102,6 +105,32 @@ RUN: dict[str, Any] = {
 }
 
 
+SCHEDULE: dict[str, Any] = {
+    "id": "s-0001",
+    "name": "nightly",
+    "pipeline": "digits-workflow",
+    "cron": "0 3 * * *",
+    "enabled": True,
+    "parameters": {"epochs": 3},
+    "next_run_at": "2026-03-02T03:00:00Z",
+    "last_run_id": "r-0001",
+    "last_run_at": "2026-03-01T03:00:00.012Z",
+    "runs": 4,
+    "created_at": "2026-02-25T09:00:00Z",
+    "owner": "alice",
+}
+PAUSED: dict[str, Any] = SCHEDULE | {
+    "id": "s-0002",
+    "name": "weekly-eval",
+    "cron": "@weekly",
+    "enabled": False,
+    "next_run_at": None,
+    "last_run_id": None,
+    "last_run_at": None,
+    "runs": 0,
+}
+
+
 class FakeLoom:
     """What `LoomClient` answers, from `runs` (the run as it is each time it is looked at)."""
 
@@ -155,6 +184,48 @@ class FakeLoom:
 
     def delete_pipeline_run(self, run_id: str) -> None:
         self.calls.append(("delete", run_id))
+
+    def schedule_pipeline(
+        self,
+        pipeline: Any,
+        name: str,
+        cron: str,
+        code_zip: bytes | None = None,
+        parameters: Any = None,
+        enabled: bool = True,
+    ) -> dict[str, Any]:
+        self.calls.append(("schedule", (pipeline, name, cron, code_zip, parameters, enabled)))
+        if name == "taken":
+            raise ClientError("a schedule 'taken' exists (HTTP 409)", 409)
+        return {
+            "id": "s-0001",
+            "name": name,
+            "cron": cron,
+            "next_run_at": "2026-03-02T03:00:00Z" if enabled else None,
+            "location": "/v1/pipelines/schedules/s-0001",
+        }
+
+    def pipeline_schedules(self, owner: str | None, everyone: bool) -> list[dict[str, Any]]:
+        self.calls.append(("schedules", (owner, everyone)))
+        return [SCHEDULE, PAUSED]
+
+    def _schedule(self, ref: str) -> dict[str, Any]:
+        found = next((s for s in (SCHEDULE, PAUSED) if ref in (s["name"], s["id"])), None)
+        if found is None:
+            raise ClientError(f"no pipeline schedule {ref!r} (HTTP 404)", 404)
+        return found
+
+    def enable_pipeline_schedule(self, ref: str, enabled: bool) -> dict[str, Any]:
+        self.calls.append(("enable", (ref, enabled)))
+        found = self._schedule(ref)
+        return found | {
+            "enabled": enabled,
+            "next_run_at": "2026-03-02T03:00:00Z" if enabled else None,
+        }
+
+    def delete_pipeline_schedule(self, ref: str) -> None:
+        self.calls.append(("unschedule", ref))
+        self._schedule(ref)
 
     def job(self, job_id: str) -> dict[str, Any]:
         return {"id": job_id, "learners": 1, "state": "COMPLETED"}
@@ -339,3 +410,183 @@ def test_the_servers_depth_and_fan_out_are_used_when_given(monkeypatch: pytest.M
     assert any("│       one " in x for x in lines)
     assert any('└ [0] {"lr":0.1}' in x and "j-one-0" in x for x in lines)
     assert any("│ two " in x and "WAITING" in x for x in lines)
+
+
+def test_list_shows_the_schedule_that_started_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    by_hand = copy.deepcopy(RUN) | {"id": "r-0002"}
+    scheduled = copy.deepcopy(RUN) | {"schedule": "nightly"}
+    use(monkeypatch, FakeLoom(scheduled, by_hand))
+    listed = pipelines("list")
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    assert "SCHEDULE" in lines[1]
+    assert "nightly" in next(x for x in lines if "r-0001" in x)
+    assert "nightly" not in next(x for x in lines if "r-0002" in x)
+    use(monkeypatch, FakeLoom(by_hand))
+    assert "SCHEDULE" not in pipelines("list").stdout  # no column when no run has one
+
+
+def test_schedule_sends_the_yaml_the_code_parameters_name_and_cron(
+    fake: FakeLoom, tmp_path: Path
+) -> None:
+    spec = tmp_path / "pipeline.yml"
+    spec.write_text("name: p\nsteps: []\n")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('hi')\n")
+    made = pipelines(
+        "schedule", str(spec), str(code), "--name", "nightly", "--cron", "0 3 * * *",
+        "-p", "epochs=3",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "Scheduled nightly (0 3 * * *): next run 2026-03-02 03:00:00 UTC" in made.stdout
+    assert len(fake.calls) == 1
+    sent, name, cron, code_zip, parameters, enabled = fake.calls[0][1]
+    assert sent == spec.read_bytes() and (name, cron) == ("nightly", "0 3 * * *")
+    assert code_zip is not None and code_zip.startswith(b"PK")
+    assert parameters == {"epochs": 3} and enabled is True
+
+
+def test_schedule_disabled_from_a_python_file_without_code(fake: FakeLoom, tmp_path: Path) -> None:
+    source = tmp_path / "flow.py"
+    source.write_text(
+        "from loom.client.pipeline_dsl import Pipeline\n"
+        "pipeline = Pipeline('from-python')\n"
+        "pipeline.shell('hi', command='echo hi')\n"
+    )
+    made = pipelines("schedule", str(source), "--name", "n", "--cron", "@daily", "--disabled")
+    assert made.exit_code == 0, made.output
+    assert "paused" in made.stdout and "unpause" in made.stdout
+    sent, name, cron, code_zip, parameters, enabled = fake.calls[0][1]
+    assert "name: from-python" in sent and (name, cron) == ("n", "@daily")
+    assert code_zip is None and parameters is None and enabled is False
+
+
+def test_schedule_refuses_bad_input_before_sending(fake: FakeLoom, tmp_path: Path) -> None:
+    spec = tmp_path / "pipeline.yml"
+    spec.write_text("name: p\nsteps: []\n")
+    for cron in ("0 3 * *", "", "@daily 3", "* * * * * *"):
+        bad = pipelines("schedule", str(spec), "--name", "n", "--cron", cron)
+        assert bad.exit_code == 2 and "--cron" in bad.stderr, (cron, bad.output)
+    bad = pipelines("schedule", str(spec), "--name", "n", "--cron", "@daily", "-p", "epochs")
+    assert bad.exit_code == 2 and "name=value" in bad.stderr
+    assert pipelines("schedule", str(spec), "--cron", "@daily").exit_code == 2  # no --name
+    assert pipelines("schedule", str(spec), "--name", "n").exit_code == 2  # no --cron
+    spec.write_text("- just a list\n")
+    assert pipelines("schedule", str(spec), "--name", "n", "--cron", "@daily").exit_code == 2
+    assert fake.calls == []
+
+
+def test_schedule_tells_the_servers_refusal(fake: FakeLoom, tmp_path: Path) -> None:
+    spec = tmp_path / "pipeline.yml"
+    spec.write_text("name: p\nsteps: []\n")
+    made = pipelines("schedule", str(spec), "--name", "taken", "--cron", "*/15 * * * *")
+    assert made.exit_code == 1 and "a schedule 'taken' exists" in made.stderr
+    assert "Traceback" not in made.output
+
+
+def test_schedules_lists_next_and_last_runs(fake: FakeLoom) -> None:
+    listed = pipelines("schedules")
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    nightly = next(x for x in lines if "nightly" in x)
+    assert "digits-workflow" in nightly and "0 3 * * *" in nightly and "yes" in nightly
+    assert "2026-03-02 03:00:00" in nightly and "r-0001 (2026-03-01 03:00:00)" in nightly
+    assert nightly.rstrip(" │").endswith("4")
+    weekly = next(x for x in lines if "weekly-eval" in x)
+    assert "@weekly" in weekly and "paused" in weekly and "r-0" not in weekly
+    assert "OWNER" not in listed.stdout  # one owner: no column
+    assert fake.calls == [("schedules", (None, False))]
+
+
+def test_schedules_json_and_the_admins_options(fake: FakeLoom) -> None:
+    shown = pipelines("schedules", "--all", "-o", "json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout) == [SCHEDULE, PAUSED]
+    assert pipelines("schedules", "--owner", "bob").exit_code == 0
+    assert fake.calls == [("schedules", (None, True)), ("schedules", ("bob", False))]
+    both = pipelines("schedules", "--owner", "bob", "--all")
+    assert both.exit_code == 2 and "not both" in both.stderr
+    assert len(fake.calls) == 2
+
+
+def test_pause_unpause_and_unschedule(fake: FakeLoom) -> None:
+    paused = pipelines("pause", "nightly")
+    assert paused.exit_code == 0 and "nightly: paused" in paused.stdout
+    again = pipelines("unpause", "s-0001")
+    assert again.exit_code == 0
+    assert "nightly: enabled, next run 2026-03-02 03:00:00 UTC" in again.stdout
+    gone = pipelines("unschedule", "nightly")
+    assert gone.exit_code == 0 and "Deleted schedule nightly" in gone.stdout
+    assert "runs it started stay" in gone.stdout
+    assert fake.calls == [
+        ("enable", ("nightly", False)),
+        ("enable", ("s-0001", True)),
+        ("unschedule", "nightly"),
+    ]
+
+
+def test_an_unknown_schedule_is_told_plainly(fake: FakeLoom) -> None:
+    for command in ("pause", "unpause", "unschedule"):
+        result = pipelines(command, "nope")
+        assert result.exit_code == 1, command
+        assert "no pipeline schedule 'nope'" in result.stderr
+        assert "Traceback" not in result.output
+
+
+class Recording(PipelineCalls):
+    """`PipelineCalls` with the requests it makes written down, and `answer` answered."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.requests: list[tuple[str, str, dict[str, Any]]] = []
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        self.requests.append((method, path, kwargs))
+        return httpx.Response(200, json=self.answer)
+
+
+def test_the_client_sends_a_schedule_as_a_run_is_sent_with_its_schedule_part() -> None:
+    made = {"id": "s-0001", "name": "nightly", "cron": "@daily", "next_run_at": None}
+    loom = Recording(made)
+    spec = {"name": "p", "steps": []}
+    assert loom.schedule_pipeline(spec, "nightly", "@daily", b"PK", {"a": 1}, False) == made
+    loom.run_pipeline(spec, b"PK", {"a": 1})
+    (method, path, sent), (_, run_path, run_sent) = loom.requests
+    assert (method, path, run_path) == ("POST", "/v1/pipelines/schedules", "/v1/pipelines/runs")
+    files = sent["files"]
+    filename, text, kind = files.pop("schedule")
+    assert json.loads(text) == {"name": "nightly", "cron": "@daily", "enabled": False}
+    assert (filename, kind) == ("schedule.json", "application/json")
+    assert files == run_sent["files"]  # the same parts as a run's
+    assert files["pipeline"][1] == "name: p\nsteps: []\n"
+    assert files["model_definition"][1] == b"PK"
+    assert json.loads(files["parameters"][1]) == {"a": 1}
+    bare = Recording(made)
+    bare.schedule_pipeline("name: p\n", "n", "@daily")
+    parts = bare.requests[0][2]["files"]
+    assert set(parts) == {"pipeline", "schedule"}
+    assert json.loads(parts["schedule"][1])["enabled"] is True
+
+
+def test_the_client_lists_shows_enables_and_deletes_schedules() -> None:
+    loom = Recording({"schedules": [SCHEDULE]})
+    assert loom.pipeline_schedules() == [SCHEDULE]
+    loom.pipeline_schedules(owner="bob")
+    loom.pipeline_schedules(everyone=True)
+    assert [(m, p, k["params"]) for m, p, k in loom.requests] == [
+        ("GET", "/v1/pipelines/schedules", {}),
+        ("GET", "/v1/pipelines/schedules", {"owner": "bob"}),
+        ("GET", "/v1/pipelines/schedules", {"all": "true"}),
+    ]
+    one = Recording(SCHEDULE)
+    assert one.pipeline_schedule("nightly") == SCHEDULE
+    assert one.enable_pipeline_schedule("s-0001", False) == SCHEDULE
+    one.enable_pipeline_schedule("a/b", True)
+    assert one.delete_pipeline_schedule("nightly") is None
+    assert one.requests == [
+        ("GET", "/v1/pipelines/schedules/nightly", {}),
+        ("PATCH", "/v1/pipelines/schedules/s-0001", {"json": {"enabled": False}}),
+        ("PATCH", "/v1/pipelines/schedules/a%2Fb", {"json": {"enabled": True}}),
+        ("DELETE", "/v1/pipelines/schedules/nightly", {}),
+    ]

@@ -3,14 +3,18 @@ retries with the exit handler, caching, halt and retry, kill -9, and bad specs."
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+import yaml
 
 from loom.client import ClientError, LoomClient
 from loom.store.db import Database
-from loom.store.tables import Job, ModelVersion
+from loom.store.tables import Job, ModelVersion, PipelineSchedule
 from tests.conftest import Server, eventually, make_zip
+from tests.hpo.trial_code import TRAIN as TRIAL
+from tests.hpo.trial_code import experiment as hpo_experiment
 
 pytestmark = pytest.mark.integration
 
@@ -331,3 +335,78 @@ def test_another_user_sees_no_run(server: Server) -> None:
         with pytest.raises(ClientError) as hidden:
             bob.pipeline_run(made["id"])
         assert hidden.value.status == 404
+
+
+def _make_due(server: Server, name: str) -> None:
+    db = Database(server.database_url)
+    try:
+        with db.session() as session:
+            row = session.query(PipelineSchedule).filter_by(name=name).one()
+            row.next_at = time.time() - 1
+    finally:
+        db.close()
+
+
+def test_a_schedule_starts_a_run_when_its_time_comes(server: Server) -> None:
+    """Due, it starts one run (marked with its name) and moves to its next time; paused, it
+    starts none; deleted, its runs stay. A bad cron or a taken name is refused."""
+    pipeline = {"name": "nightly", "steps": [{"name": "a", "kind": "shell", "command": "echo"}]}
+    with server.client() as client:
+        made = client.schedule_pipeline(pipeline, "every-minute", "* * * * *", code())
+        found = client.pipeline_schedule("every-minute")
+        assert found["runs"] == 0 and found["enabled"] and found["next_run_at"] is not None
+        assert made["cron"] == "* * * * *"
+        _make_due(server, "every-minute")
+        eventually(lambda: client.pipeline_schedule("every-minute")["runs"] == 1, timeout=30)
+        found = client.pipeline_schedule("every-minute")
+        run = wait(client, found["last_run_id"], 60)
+        assert run["state"] == "SUCCEEDED" and run["schedule"] == "every-minute"
+        assert found["next_run_at"] > found["last_run_at"]
+        paused = client.enable_pipeline_schedule("every-minute", False)
+        assert paused["enabled"] is False and paused["next_run_at"] is None
+        _make_due(server, "every-minute")
+        time.sleep(4)  # a few of the driver's passes
+        assert client.pipeline_schedule("every-minute")["runs"] == 1
+        with pytest.raises(ClientError) as taken:
+            client.schedule_pipeline(pipeline, "every-minute", "@daily", code())
+        assert taken.value.status == 409
+        with pytest.raises(ClientError) as bad:
+            client.schedule_pipeline(pipeline, "bad", "61 * * * *", code())
+        assert bad.value.status == 400 and "minute '61'" in str(bad.value)
+        client.delete_pipeline_schedule("every-minute")
+        assert client.pipeline_schedules() == []
+        assert [r["id"] for r in client.pipeline_runs()] == [run["id"]]
+
+
+def test_an_experiment_step_and_a_step_past_its_timeout(server: Server) -> None:
+    """An experiment step runs a Katib search whose best model a select step takes; a job
+    step running past its timeout is halted and fails, saying so."""
+    document = yaml.safe_load(hpo_experiment("ignored", max_trials=2, parallel=2))
+    pipeline = {
+        "name": "searching",
+        "steps": [
+            {"name": "search", "kind": "experiment", "experiment": document},
+            {"name": "pick", "kind": "select", "from": ["search"], "metric": "accuracy"},
+            {
+                "name": "slow",
+                "kind": "shell",
+                "command": "sleep 60",
+                "timeout_s": 2,
+            },
+        ],
+    }
+    with server.client() as client:
+        made = client.run_pipeline(pipeline, make_zip({"train.py": TRIAL}))
+        run = wait(client, made["id"], 240)
+        found = steps(run)
+        assert run["state"] == "FAILED" and run["message"] == "failed steps: slow"
+        search = found["search"]["tasks"][0]
+        assert search["state"] == "SUCCEEDED"
+        experiment = client.experiment(search["job_id"])
+        assert experiment["name"] == f"{made['id']}-search"
+        assert experiment["state"] == "SUCCEEDED" and len(experiment["trial_list"]) == 2
+        assert search["outputs"]["model"] == experiment["best_model"]
+        assert found["pick"]["tasks"][0]["outputs"]["model"] == experiment["best_model"]
+        slow = found["slow"]["tasks"][0]
+        assert slow["state"] == "FAILED" and "timed out after 2 s" in slow["message"]
+        assert client.job(slow["job_id"])["state"] == "HALTED"

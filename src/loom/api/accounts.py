@@ -16,7 +16,7 @@ from loom.domain.errors import Conflict, NotFound
 from loom.domain.states import UNFINISHED_STATES
 from loom.store import jobs as job_rows
 from loom.store import users as user_rows
-from loom.store.tables import Experiment, Job, PipelineRun, User
+from loom.store.tables import Experiment, Job, PipelineRun, PipelineSchedule, User
 
 ALL = 10**9
 
@@ -39,7 +39,7 @@ def listing_owner(
 
 
 def owner_names(
-    session: Session, owned: Iterable[Job | Experiment | PipelineRun]
+    session: Session, owned: Iterable[Job | Experiment | PipelineRun | PipelineSchedule]
 ) -> dict[str, str]:
     ids = {item.owner_id for item in owned}
     return {i: user.name for i in ids if (user := session.get(User, i)) is not None}

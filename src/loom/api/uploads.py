@@ -16,14 +16,14 @@ async def spec_and_code(
 ) -> tuple[bytes, bytes | None]:
     """A multipart upload's YAML part `part` (required, within LOOM_MAX_MANIFEST_BYTES) and
     its `model_definition` zip, unchecked (None if missing)."""
-    text, code, _ = await spec_code_and(request, settings, part, None)
+    text, code, _ = await spec_code_and(request, settings, part, ())
     return text, code
 
 
 async def spec_code_and(
-    request: Request, settings: Settings, part: str, extra: str | None
-) -> tuple[bytes, bytes | None, bytes | None]:
-    """As `spec_and_code`, with one more small part (`extra`, within the manifest's limit)."""
+    request: Request, settings: Settings, part: str, extras: tuple[str, ...]
+) -> tuple[bytes, bytes | None, dict[str, bytes | None]]:
+    """As `spec_and_code`, with more small parts (`extras`, each within the manifest's limit)."""
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise InvalidInput(
             f"send multipart/form-data with the parts `{part}` and `model_definition`"
@@ -32,12 +32,13 @@ async def spec_code_and(
     async with request.form(max_part_size=limit) as form:
         text = await form_part(form, part, settings.max_manifest_bytes)
         code = await form_part(form, "model_definition")
-        more = await form_part(form, extra, settings.max_manifest_bytes) if extra else None
+        more = {name: await form_part(form, name, settings.max_manifest_bytes) for name in extras}
     if text is None:
         raise ManifestError(f"the request has no `{part}` part", field=part)
     check_manifest_size(text, settings.max_manifest_bytes, part)
-    if more is not None and extra is not None:
-        check_manifest_size(more, settings.max_manifest_bytes, extra)
+    for name, value in more.items():
+        if value is not None:
+            check_manifest_size(value, settings.max_manifest_bytes, name)
     return text, code, more
 
 

@@ -191,6 +191,11 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
     if lineage.get("kind") == "experiment":
         values = ", ".join(f"{k}={v}" for k, v in lineage.get("parameters", {}).items())
         console.print(f"trial {lineage['trial']} of experiment {lineage['experiment']}: {values}")
+    elif lineage.get("kind") == "pipeline":
+        item = f" (item {lineage['index']})" if lineage.get("index") else ""
+        console.print(
+            f"step {lineage['step']}{item} of pipeline {lineage['pipeline']}, run {lineage['run']}"
+        )
     for kind in ("params", "tags"):
         if job.get(kind):
             logged = Table("NAME", "VALUE", title=kind)

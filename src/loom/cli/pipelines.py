@@ -1,5 +1,6 @@
 """`loom pipelines run|list|show|logs|halt|retry|delete`: runs of DAGs of jobs, experiments,
-model selections and deployments (docs/pipelines.md), drawn as a tree of their steps."""
+model selections and deployments (docs/pipelines.md), drawn as a tree of their steps; and
+`schedule|schedules|pause|unpause|unschedule`: runs started at the times of a cron."""
 
 from __future__ import annotations
 
@@ -65,39 +66,51 @@ def _when(at: str | None) -> str:
 
 
 # -- run ---------------------------------------------------------------------------------------
+FileArg = Annotated[
+    Path,
+    typer.Argument(
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="the pipeline's YAML, or a .py file whose `pipeline` is a Pipeline (its DSL)",
+    ),
+]
+CodeArg = Annotated[Path | None, typer.Argument(help="the code its steps run: a folder or a zip")]
+ParamOpt = Annotated[
+    list[str] | None,
+    typer.Option("--param", "-p", help="name=value (YAML-typed: epochs=3 is a number)"),
+]
+
+
 @app.command("run")
 def run(
-    file: Annotated[
-        Path,
-        typer.Argument(
-            exists=True,
-            dir_okay=False,
-            readable=True,
-            help="the pipeline's YAML, or a .py file whose `pipeline` is a Pipeline (its DSL)",
-        ),
-    ],
-    code: Annotated[
-        Path | None, typer.Argument(help="the code its steps run: a folder or a zip")
-    ] = None,
-    param: Annotated[
-        list[str] | None,
-        typer.Option("--param", "-p", help="name=value (YAML-typed: epochs=3 is a number)"),
-    ] = None,
+    file: FileArg,
+    code: CodeArg = None,
+    param: ParamOpt = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="show its steps until it ends")
     ] = False,
 ) -> None:
     """Start a run of a pipeline, with the code folder its steps run."""
-    spec = _load(file)
-    parameters = _parameters(param or [])
-    code_zip = zip_code(code) if code is not None else None
+    spec, code_zip, parameters = _inputs(file, code, param)
     with client() as loom:
-        made = loom.run_pipeline(spec, code_zip, parameters or None)
+        made = loom.run_pipeline(spec, code_zip, parameters)
         console.print(f"Started run [bold]{made['id']}[/bold] of {escape(made['name'])}")
         for warning in made.get("warnings", []):
             err.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
         if follow:
             _follow(loom, made["id"], Format.TABLE)
+
+
+def _inputs(
+    file: Path, code: Path | None, param: list[str] | None
+) -> tuple[str | bytes, bytes | None, dict[str, Any] | None]:
+    """What a run or a schedule is made of: the pipeline's YAML, the code zipped (None without
+    a folder) and the `-p` parameters (None without any). Bad input is told before zipping."""
+    spec = _load(file)
+    parameters = _parameters(param or [])
+    code_zip = zip_code(code) if code is not None else None
+    return spec, code_zip, parameters or None
 
 
 def _load(file: Path) -> str | bytes:
@@ -176,9 +189,10 @@ def list_runs(
 def runs_table(found: list[dict[str, Any]]) -> Table:
     """One line a run: its state, how many steps have ended, and how many were cached."""
     owners = len({r.get("owner") for r in found}) > 1
+    scheduled = any(r.get("schedule") for r in found)
     table = Table(
-        whole("ID", [r["id"] for r in found]), "PIPELINE", *(["OWNER"] if owners else []),
-        "STATE", "STEPS", "CACHED", "STARTED", "DURATION",
+        whole("ID", [r["id"] for r in found]), "PIPELINE", *(["SCHEDULE"] if scheduled else []),
+        *(["OWNER"] if owners else []), "STATE", "STEPS", "CACHED", "STARTED", "DURATION",
     )  # fmt: skip
     for r in found:
         by_state: dict[str, int] = r.get("steps_by_state") or {}
@@ -186,6 +200,7 @@ def runs_table(found: list[dict[str, Any]]) -> Table:
         table.add_row(
             r["id"],
             escape(r["name"]),
+            *([escape(r.get("schedule") or "")] if scheduled else []),
             *([r.get("owner") or ""] if owners else []),
             _styled(r["state"]),
             f"{done}/{r.get('steps_total', '?')}",
@@ -376,3 +391,108 @@ def delete(run_id: Annotated[str, typer.Argument(metavar="RUN")]) -> None:
     with client() as loom:
         loom.delete_pipeline_run(run_id)
     console.print(f"Deleted pipeline run {run_id}")
+
+
+# -- schedules ---------------------------------------------------------------------------------
+@app.command("schedule")
+def schedule(
+    file: FileArg,
+    name: Annotated[str, typer.Option("--name", help="the schedule's name (unique among yours)")],
+    cron: Annotated[
+        str,
+        typer.Option(
+            "--cron", help='when, in UTC: "minute hour day month weekday" or @hourly, @daily…'
+        ),
+    ],
+    code: CodeArg = None,
+    param: ParamOpt = None,
+    disabled: Annotated[
+        bool, typer.Option("--disabled", help="made paused: no runs until `unpause`")
+    ] = False,
+) -> None:
+    """Run a pipeline at each time of a cron (UTC), with its own copy of the spec, code and
+    parameters."""
+    _check_cron(cron)
+    spec, code_zip, parameters = _inputs(file, code, param)
+    with client() as loom:
+        made = loom.schedule_pipeline(spec, name, cron, code_zip, parameters, enabled=not disabled)
+    when = _when(made.get("next_run_at"))
+    then = f"next run {when} UTC" if when else "paused: no runs until `unpause`"
+    console.print(f"Scheduled [bold]{escape(made['name'])}[/bold] ({escape(made['cron'])}): {then}")
+
+
+def _check_cron(cron: str) -> None:
+    """Five fields or an @name: told here before the code is zipped; the server judges the
+    rest."""
+    fields = cron.split()
+    if not fields or (not fields[0].startswith("@") and len(fields) != 5):
+        _usage(f"--cron {cron!r}: say 5 fields (minute hour day month weekday) or @daily and such")
+    if fields[0].startswith("@") and len(fields) != 1:
+        _usage(f"--cron {cron!r}: {fields[0]} stands alone")
+
+
+@app.command("schedules")
+def schedules(
+    owner: Annotated[str | None, typer.Option(help="admins: this user's schedules")] = None,
+    everyone: Annotated[bool, typer.Option("--all", help="admins: every user's")] = False,
+    fmt: OutputOpt = Format.TABLE,
+) -> None:
+    """Your pipeline schedules: when each runs next, its last run and how many it started."""
+    if owner is not None and everyone:
+        _usage("say --owner or --all, not both")
+    with client() as loom:
+        found = loom.pipeline_schedules(owner, everyone)
+    emit(fmt, found, lambda _wide: schedules_table(found))
+
+
+def schedules_table(found: list[dict[str, Any]]) -> Table:
+    """One line a schedule; a paused one has no next run."""
+    owners = len({s.get("owner") for s in found}) > 1
+    table = Table(
+        whole("NAME", [s["name"] for s in found]), "PIPELINE", *(["OWNER"] if owners else []),
+        Column("CRON", no_wrap=True), "ENABLED", "NEXT RUN", "LAST RUN", "RUNS",
+    )  # fmt: skip
+    for s in found:
+        last = s.get("last_run_id") or ""
+        if last and s.get("last_run_at"):
+            last += f" ({_when(s['last_run_at'])})"
+        table.add_row(
+            escape(s["name"]),
+            escape(str(s.get("pipeline") or "")),
+            *([s.get("owner") or ""] if owners else []),
+            escape(s["cron"]),
+            "[green]yes[/green]" if s.get("enabled") else "[yellow]paused[/yellow]",
+            _when(s.get("next_run_at")),
+            last,
+            str(s.get("runs") or 0),
+        )
+    return table
+
+
+ScheduleArg = Annotated[str, typer.Argument(metavar="NAME", help="the schedule's name or id")]
+
+
+@app.command("pause")
+def pause(ref: ScheduleArg) -> None:
+    """The schedule starts no new runs until `unpause`; runs under way go on."""
+    with client() as loom:
+        found = loom.enable_pipeline_schedule(ref, False)
+    console.print(f"{escape(found.get('name', ref))}: [yellow]paused[/yellow]")
+
+
+@app.command("unpause")
+def unpause(ref: ScheduleArg) -> None:
+    """The schedule starts runs again, at the times of its cron."""
+    with client() as loom:
+        found = loom.enable_pipeline_schedule(ref, True)
+    when = _when(found.get("next_run_at"))
+    then = f", next run {when} UTC" if when else ""
+    console.print(f"{escape(found.get('name', ref))}: [green]enabled[/green]{then}")
+
+
+@app.command("unschedule")
+def unschedule(ref: ScheduleArg) -> None:
+    """Delete the schedule; the runs it started stay."""
+    with client() as loom:
+        loom.delete_pipeline_schedule(ref)
+    console.print(f"Deleted schedule {escape(ref)}; the runs it started stay")

@@ -7,11 +7,30 @@ import json
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import yaml
 
 RUN_ENDED = ("SUCCEEDED", "FAILED", "HALTED")
+
+_Parts = dict[str, tuple[str, str | bytes, str]]
+
+
+def _pipeline_parts(
+    pipeline: str | bytes | dict[str, Any],
+    code_zip: bytes | None,
+    parameters: dict[str, Any] | None,
+) -> _Parts:
+    """The multipart parts of a pipeline (its YAML, or the spec as a dict), its code and its
+    parameters, as a run or a schedule is made of them."""
+    text = yaml.safe_dump(pipeline, sort_keys=False) if isinstance(pipeline, dict) else pipeline
+    files: _Parts = {"pipeline": ("pipeline.yml", text, "application/yaml")}
+    if code_zip is not None:
+        files["model_definition"] = ("model.zip", code_zip, "application/zip")
+    if parameters is not None:
+        files["parameters"] = ("parameters.json", json.dumps(parameters), "application/json")
+    return files
 
 
 class PipelineCalls:
@@ -28,14 +47,7 @@ class PipelineCalls:
     ) -> dict[str, Any]:
         """Start a run of a pipeline (its YAML, or the spec as a dict), with the code its steps
         run and the parameters that override its defaults: `{id, name, location, warnings}`."""
-        text = yaml.safe_dump(pipeline, sort_keys=False) if isinstance(pipeline, dict) else pipeline
-        files: dict[str, tuple[str, str | bytes, str]] = {
-            "pipeline": ("pipeline.yml", text, "application/yaml")
-        }
-        if code_zip is not None:
-            files["model_definition"] = ("model.zip", code_zip, "application/zip")
-        if parameters is not None:
-            files["parameters"] = ("parameters.json", json.dumps(parameters), "application/json")
+        files = _pipeline_parts(pipeline, code_zip, parameters)
         made: dict[str, Any] = self._request("POST", "/v1/pipelines/runs", files=files).json()
         return made
 
@@ -97,3 +109,53 @@ class PipelineCalls:
                 state = found["state"]
                 raise TimeoutError(f"pipeline run {run_id} is still {state} after {timeout_s} s")
             time.sleep(poll_s)
+
+    # -- schedules: recurring runs -------------------------------------------------------------
+    def schedule_pipeline(
+        self,
+        pipeline: str | bytes | dict[str, Any],
+        name: str,
+        cron: str,
+        code_zip: bytes | None = None,
+        parameters: dict[str, Any] | None = None,
+        enabled: bool = True,
+    ) -> dict[str, Any]:
+        """Run a pipeline at each time of `cron` (5 fields or `@daily` and the like, UTC), with
+        the schedule's own copy of its spec, code and parameters: `{id, name, cron,
+        next_run_at, location}`."""
+        files = _pipeline_parts(pipeline, code_zip, parameters)
+        schedule = {"name": name, "cron": cron, "enabled": enabled}
+        files["schedule"] = ("schedule.json", json.dumps(schedule), "application/json")
+        response = self._request("POST", "/v1/pipelines/schedules", files=files)
+        made: dict[str, Any] = response.json()
+        return made
+
+    def pipeline_schedules(
+        self, owner: str | None = None, everyone: bool = False
+    ) -> list[dict[str, Any]]:
+        """Your schedules; admins: `owner`'s, or `everyone`'s."""
+        params: dict[str, Any] = {"all": "true"} if everyone else {}
+        if owner is not None:
+            params["owner"] = owner
+        response = self._request("GET", "/v1/pipelines/schedules", params=params)
+        found: list[dict[str, Any]] = response.json()["schedules"]
+        return found
+
+    def pipeline_schedule(self, ref: str) -> dict[str, Any]:
+        """The schedule of that name or id: its cron, next and last run, how many it started."""
+        found: dict[str, Any] = self._request("GET", _schedule_path(ref)).json()
+        return found
+
+    def enable_pipeline_schedule(self, ref: str, enabled: bool) -> dict[str, Any]:
+        """Paused (`enabled=False`: it starts no new runs) or running again (`True`)."""
+        body = {"enabled": enabled}
+        found: dict[str, Any] = self._request("PATCH", _schedule_path(ref), json=body).json()
+        return found
+
+    def delete_pipeline_schedule(self, ref: str) -> None:
+        """The schedule; the runs it started stay."""
+        self._request("DELETE", _schedule_path(ref))
+
+
+def _schedule_path(ref: str) -> str:
+    return f"/v1/pipelines/schedules/{quote(ref, safe='')}"

@@ -6,12 +6,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import time
 from typing import Any
 
 from loom.domain.credentials import Credentials, split
 from loom.domain.errors import SecretKeyError
 from loom.domain.pipeline import PipelineSpec, parse_pipeline
+from loom.domain.pipeline_states import RunState, StepState
 from loom.hpo.records import redact as redact_experiment
+from loom.store import pipelines as rows
 from loom.store.secret_keys import SecretKeys
 from loom.store.tables import PipelineRun
 
@@ -39,25 +42,54 @@ class RunRecords:
         self.keys = keys
         self._specs: dict[str, PipelineSpec] = {}
 
-    def seal(self, run_id: str, credentials: dict[str, Credentials]) -> str | None:
+    def seal(self, owner: str, credentials: dict[str, Credentials]) -> str | None:
+        """The steps' credentials sealed for `owner` (`run:ID` or `schedule:ID`)."""
         if not credentials:
             return None
-        payload = {"run": run_id, "steps": credentials}
+        payload = {"for": owner, "steps": credentials}
         return self.keys.seal(json.dumps(payload, default=str).encode())
 
-    def credentials(self, run: PipelineRun) -> dict[str, Credentials]:
-        if run.sealed is None:
+    def open(self, sealed: str | None, owner: str) -> dict[str, Credentials]:
+        if sealed is None:
             return {}
         try:
-            found = json.loads(self.keys.open(run.sealed))
+            found = json.loads(self.keys.open(sealed))
         except SecretKeyError as exc:
-            raise SecretKeyError(
-                f"the credentials of pipeline run {run.id} cannot be opened: {exc}"
-            ) from exc
-        if found.get("run") != run.id:
-            raise SecretKeyError(f"the credentials of pipeline run {run.id} are not its own")
+            raise SecretKeyError(f"the credentials of {owner} cannot be opened: {exc}") from exc
+        if found.get("for") != owner:
+            raise SecretKeyError(f"the credentials of {owner} are not its own")
         steps: dict[str, Credentials] = found.get("steps") or {}
         return steps
+
+    def credentials(self, run: PipelineRun) -> dict[str, Credentials]:
+        return self.open(run.sealed, f"run:{run.id}")
+
+    def new_run(
+        self,
+        owner_id: str,
+        spec: PipelineSpec,
+        redacted: dict[str, Any],
+        credentials: dict[str, Credentials],
+        parameters: dict[str, Any],
+        code_digest: str,
+        schedule: str = "",
+    ) -> PipelineRun:
+        """A run, not yet stored, every step WAITING."""
+        run_id = rows.new_run_id()
+        return PipelineRun(
+            id=run_id,
+            owner_id=owner_id,
+            pipeline=spec.name,
+            spec=redacted,
+            sealed=self.seal(f"run:{run_id}", credentials),
+            parameters=parameters,
+            code_digest=code_digest,
+            state=RunState.PENDING.value,
+            message="",
+            steps={s.name: {"state": StepState.WAITING.value, "message": ""} for s in spec.steps},
+            schedule=schedule,
+            created_at=time.time(),
+        )
 
     def credentials_digest(self, run: PipelineRun, step: str) -> str:
         """Stands for a step's credentials in its cache key: another secret, another key."""

@@ -4,9 +4,6 @@ them on in between."""
 from __future__ import annotations
 
 import contextlib
-import io
-import time
-import zipfile
 from typing import Any
 
 from loom.domain.errors import Conflict, InvalidInput, NotFound
@@ -16,6 +13,7 @@ from loom.hpo.service import Experiments
 from loom.lifecycle.manager import LifecycleManager
 from loom.pipelines.driver import PipelineDriver
 from loom.pipelines.records import RunRecords, redact
+from loom.pipelines.schedules import Schedules, empty_zip
 from loom.pipelines.steps import StepKinds
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
@@ -28,13 +26,6 @@ from loom.store.tables import PipelineRun, PipelineTask, User
 from loom.tds.service import TrainingData
 
 RETRIED = (StepState.FAILED, StepState.HALTED, StepState.SKIPPED)
-
-
-def empty_zip() -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w"):
-        pass
-    return out.getvalue()
 
 
 class Pipelines:
@@ -57,6 +48,7 @@ class Pipelines:
         self.records = RunRecords(keys)
         kinds = StepKinds(settings, lifecycle, artifacts, tds, registry, deployments, experiments)
         self.driver = PipelineDriver(db, self.records, kinds, settings.pipeline_interval_s)
+        self.schedules = Schedules(db, artifacts, self.records, self.driver)
 
     def check(
         self, text: bytes | str, parameters: dict[str, Any] | None
@@ -71,21 +63,8 @@ class Pipelines:
     ) -> PipelineRun:
         document, spec, values = self.check(text, parameters)
         digest = self.artifacts.put(code if code is not None else empty_zip())
-        run_id = rows.new_run_id()
         redacted, credentials = redact(document)
-        run = PipelineRun(
-            id=run_id,
-            owner_id=owner.id,
-            pipeline=spec.name,
-            spec=redacted,
-            sealed=self.records.seal(run_id, credentials),
-            parameters=values,
-            code_digest=digest,
-            state=RunState.PENDING.value,
-            message="",
-            steps={s.name: {"state": StepState.WAITING.value, "message": ""} for s in spec.steps},
-            created_at=time.time(),
-        )
+        run = self.records.new_run(owner.id, spec, redacted, credentials, values, digest)
         with self.db.session() as session:
             session.add(run)
         self.driver.wake()

@@ -8,11 +8,15 @@ import string
 from sqlalchemy import delete, exists, or_, select
 from sqlalchemy.orm import Session
 
-from loom.store.tables import PipelineRun, PipelineTask
+from loom.store.tables import PipelineRun, PipelineSchedule, PipelineTask
 
 _ID_CHARS = string.ascii_lowercase + string.digits
 ACTIVE = ("PENDING", "RUNNING")
 DONE_TASKS = ("SUCCEEDED", "CACHED")
+
+
+def new_schedule_id() -> str:
+    return "schedule-" + "".join(secrets.choice(_ID_CHARS) for _ in range(10))
 
 
 def new_run_id() -> str:
@@ -64,3 +68,27 @@ def cached(session: Session, owner_id: str, key: str, since: float | None) -> Pi
 def remove(session: Session, run_id: str) -> None:
     session.execute(delete(PipelineTask).where(PipelineTask.run_id == run_id))
     session.execute(delete(PipelineRun).where(PipelineRun.id == run_id))
+
+
+def schedules(session: Session, owner_id: str | None) -> list[PipelineSchedule]:
+    query = select(PipelineSchedule).order_by(PipelineSchedule.name)
+    if owner_id is not None:
+        query = query.where(PipelineSchedule.owner_id == owner_id)
+    return list(session.scalars(query))
+
+
+def schedule(session: Session, owner_id: str, ref: str) -> PipelineSchedule | None:
+    """One of the owner's schedules, by name or id."""
+    query = select(PipelineSchedule).where(
+        PipelineSchedule.owner_id == owner_id,
+        or_(PipelineSchedule.name == ref, PipelineSchedule.id == ref),
+    )
+    return session.scalars(query).first()
+
+
+def due(session: Session, now: float) -> list[PipelineSchedule]:
+    """Enabled schedules whose time has come, locked (on PostgreSQL) until the caller commits."""
+    query = select(PipelineSchedule).where(
+        PipelineSchedule.enabled.is_(True), PipelineSchedule.next_at <= now
+    )
+    return list(session.scalars(query.with_for_update(skip_locked=True)))

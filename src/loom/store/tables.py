@@ -317,8 +317,33 @@ class PipelineRun(Base):
     state: Mapped[str] = mapped_column(String(20), index=True)
     message: Mapped[str] = mapped_column(Text, default="")
     steps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    schedule: Mapped[str] = mapped_column(String(100), default="")  # the one that started it
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class PipelineSchedule(Base):
+    """A pipeline started at the times a cron expression names (UTC), from its own copy of the
+    spec (credentials sealed apart), code and parameters."""
+
+    __tablename__ = "pipeline_schedules"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    pipeline: Mapped[str] = mapped_column(String(100))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sealed: Mapped[str | None] = mapped_column(Text)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON)
+    code_digest: Mapped[str] = mapped_column(String(80))
+    cron: Mapped[str] = mapped_column(String(200))
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    next_at: Mapped[float | None] = mapped_column(Float, index=True)  # None while disabled
+    last_run_id: Mapped[str] = mapped_column(String(40), default="")
+    last_run_at: Mapped[float | None] = mapped_column(Float)
+    runs: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 class PipelineTask(Base):

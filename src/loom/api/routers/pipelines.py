@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loom.api.accounts import listing_owner, owner_names
 from loom.api.audit import AuditDep
@@ -19,7 +19,7 @@ from loom.api.uploads import multipart_body, spec_code_and
 from loom.domain.errors import InvalidInput
 from loom.domain.pipeline import PipelineSpec, order
 from loom.storage.archive import check_zip
-from loom.store.tables import PipelineRun, PipelineTask
+from loom.store.tables import PipelineRun, PipelineSchedule, PipelineTask
 
 router = APIRouter(prefix="/v1/pipelines", tags=["pipelines"])
 
@@ -74,6 +74,7 @@ def run_json(run: PipelineRun, tasks: list[PipelineTask]) -> dict[str, Any]:
         "duration_s": _duration(run.created_at, run.finished_at),
         "steps_total": len(run.steps),
         "steps_by_state": counts,
+        "schedule": run.schedule or None,
         "cached": sum(t.state == "CACHED" for t in tasks),
     }
 
@@ -106,16 +107,23 @@ def steps_json(
     return out
 
 
-def _parameters(raw: bytes | None) -> dict[str, Any] | None:
+def _object(raw: bytes | None, part: str) -> dict[str, Any] | None:
+    """A part that holds a JSON object."""
     if raw is None:
         return None
     try:
         found = json.loads(raw)
     except ValueError as exc:
-        raise InvalidInput(f"parameters: not JSON: {exc}", field="parameters") from None
+        raise InvalidInput(f"{part}: not JSON: {exc}", field=part) from None
     if not isinstance(found, dict):
-        raise InvalidInput("parameters: a JSON object of names to values", field="parameters")
+        raise InvalidInput(f"{part}: a JSON object of names to values", field=part)
     return found
+
+
+async def _check_code(loom: Any, code: bytes | None) -> None:
+    if code is not None:
+        max_unpacked = loom.settings.max_unpacked_mb * 2**20
+        await anyio.to_thread.run_sync(lambda: check_zip(code, max_unpacked=max_unpacked))
 
 
 @router.post("/runs", status_code=201, openapi_extra=_RUN_BODY)
@@ -124,12 +132,10 @@ async def start(
 ) -> JSONResponse:
     """Multipart: `pipeline` (the YAML), `model_definition` (a zip, optional) and `parameters`
     (a JSON object, optional)."""
-    text, code, raw = await spec_code_and(request, loom.settings, "pipeline", "parameters")
-    parameters = _parameters(raw)
+    text, code, more = await spec_code_and(request, loom.settings, "pipeline", ("parameters",))
+    parameters = _object(more["parameters"], "parameters")
     await anyio.to_thread.run_sync(loom.pipelines.check, text, parameters)
-    if code is not None:
-        max_unpacked = loom.settings.max_unpacked_mb * 2**20
-        await anyio.to_thread.run_sync(lambda: check_zip(code, max_unpacked=max_unpacked))
+    await _check_code(loom, code)
     run = await anyio.to_thread.run_sync(loom.pipelines.start, user, text, code, parameters)
     audit("pipeline.run", run.id, name=run.pipeline)
     location = f"/v1/pipelines/runs/{run.id}"
@@ -191,3 +197,118 @@ def delete(run_id: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> No
     run = loom.pipelines.find(user.id, run_id)
     loom.pipelines.delete(run)
     audit("pipeline.delete", run.id, name=run.pipeline)
+
+
+# -- schedules ---------------------------------------------------------------------------------
+_SCHEDULE_BODY = multipart_body(
+    "pipeline",
+    "a pipeline spec, YAML; part `schedule`: a JSON object {name, cron, enabled}; optional part "
+    "`parameters`: a JSON object",
+    "a zip of the code folder its steps run (optional)",
+)
+
+
+class ScheduleChange(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    enabled: bool
+
+
+class ScheduleFields(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: Annotated[str, Field(min_length=1, max_length=63)]
+    cron: Annotated[str, Field(min_length=1, max_length=200)]
+    enabled: bool = True
+
+
+def schedule_json(schedule: PipelineSchedule) -> dict[str, Any]:
+    return {
+        "id": schedule.id,
+        "name": schedule.name,
+        "pipeline": schedule.pipeline,
+        "cron": schedule.cron,
+        "enabled": schedule.enabled,
+        "parameters": schedule.parameters,
+        "next_run_at": iso(schedule.next_at),
+        "last_run_id": schedule.last_run_id or None,
+        "last_run_at": iso(schedule.last_run_at),
+        "runs": schedule.runs,
+        "created_at": iso(schedule.created_at),
+    }
+
+
+@router.post("/schedules", status_code=201, openapi_extra=_SCHEDULE_BODY)
+async def schedule(
+    request: Request, loom: PlatformDep, user: UserDep, audit: AuditDep
+) -> JSONResponse:
+    """Multipart: `pipeline`, `schedule` ({name, cron, enabled}), and optionally
+    `model_definition` and `parameters`."""
+    parts = ("parameters", "schedule")
+    text, code, more = await spec_code_and(request, loom.settings, "pipeline", parts)
+    fields = _object(more["schedule"], "schedule")
+    if fields is None:
+        raise InvalidInput("schedule: the part {name, cron} is required", field="schedule")
+    try:
+        wanted = ScheduleFields.model_validate(fields)
+    except ValidationError as exc:
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+        raise InvalidInput(
+            f"schedule.{where}: {exc.errors()[0]['msg']}", field=f"schedule.{where}"
+        ) from None
+    checked = await anyio.to_thread.run_sync(
+        loom.pipelines.check, text, _object(more["parameters"], "parameters")
+    )
+    await _check_code(loom, code)
+    made = await anyio.to_thread.run_sync(
+        lambda: loom.pipelines.schedules.create(
+            user, wanted.name, wanted.cron, checked, code, wanted.enabled
+        )
+    )
+    audit("pipeline.schedule", made.id, name=made.name)
+    location = f"/v1/pipelines/schedules/{made.id}"
+    body = {
+        "id": made.id,
+        "name": made.name,
+        "cron": made.cron,
+        "next_run_at": iso(made.next_at),
+        "location": location,
+    }
+    return JSONResponse(body, 201, {"Location": location})
+
+
+@router.get("/schedules")
+def list_schedules(
+    request: Request,
+    loom: PlatformDep,
+    user: UserDep,
+    owner: Annotated[
+        str | None, Query(max_length=100, pattern=USER_NAME, description="admins: whose")
+    ] = None,
+    all_users: Annotated[bool, Query(alias="all", description="admins: everyone's")] = False,
+) -> dict[str, Any]:
+    found = loom.pipelines.schedules.listing(listing_owner(loom, request, user, owner, all_users))
+    with loom.db.session() as session:
+        names = owner_names(session, found)
+    return {"schedules": [{**schedule_json(s), "owner": names.get(s.owner_id)} for s in found]}
+
+
+@router.get("/schedules/{ref}")
+def show_schedule(ref: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
+    return {**schedule_json(loom.pipelines.schedules.find(user.id, ref)), "owner": user.name}
+
+
+@router.patch("/schedules/{ref}")
+def change_schedule(
+    ref: str, body: ScheduleChange, loom: PlatformDep, user: UserDep, audit: AuditDep
+) -> dict[str, Any]:
+    found = loom.pipelines.schedules.find(user.id, ref)
+    changed = loom.pipelines.schedules.enable(found, body.enabled)
+    audit("pipeline.schedule." + ("enable" if body.enabled else "disable"), found.id)
+    return {**schedule_json(changed), "owner": user.name}
+
+
+@router.delete("/schedules/{ref}", status_code=204)
+def delete_schedule(ref: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> None:
+    """The schedule; the runs it started stay."""
+    found = loom.pipelines.schedules.find(user.id, ref)
+    loom.pipelines.schedules.delete(found)
+    audit("pipeline.unschedule", found.id, name=found.name)

@@ -1,4 +1,4 @@
-"""pipeline runs and their tasks
+"""pipeline runs, their tasks, and schedules
 
 Revision ID: 0015_pipelines
 Revises: 0014_experiments
@@ -29,6 +29,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(20), nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
         sa.Column("steps", sa.JSON(), nullable=False),
+        sa.Column("schedule", sa.String(100), nullable=False),
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("finished_at", sa.Float(), nullable=True),
     )
@@ -62,8 +63,30 @@ def upgrade() -> None:
     op.create_index("ix_pipeline_tasks_run_id", "pipeline_tasks", ["run_id"])
     op.create_index("ix_pipeline_tasks_ref", "pipeline_tasks", ["ref"])
     op.create_index("ix_pipeline_tasks_cache_key", "pipeline_tasks", ["cache_key"])
+    op.create_table(
+        "pipeline_schedules",
+        sa.Column("id", sa.String(40), primary_key=True),
+        sa.Column("owner_id", sa.String(40), sa.ForeignKey("users.id"), nullable=False),
+        sa.Column("name", sa.String(100), nullable=False),
+        sa.Column("pipeline", sa.String(100), nullable=False),
+        sa.Column("spec", sa.JSON(), nullable=False),
+        sa.Column("sealed", sa.Text(), nullable=True),
+        sa.Column("parameters", sa.JSON(), nullable=False),
+        sa.Column("code_digest", sa.String(80), nullable=False),
+        sa.Column("cron", sa.String(200), nullable=False),
+        sa.Column("enabled", sa.Boolean(), nullable=False),
+        sa.Column("next_at", sa.Float(), nullable=True),
+        sa.Column("last_run_id", sa.String(40), nullable=False),
+        sa.Column("last_run_at", sa.Float(), nullable=True),
+        sa.Column("runs", sa.Integer(), nullable=False),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.UniqueConstraint("owner_id", "name", name="uq_pipeline_schedules_owner_id"),
+    )
+    op.create_index("ix_pipeline_schedules_owner_id", "pipeline_schedules", ["owner_id"])
+    op.create_index("ix_pipeline_schedules_next_at", "pipeline_schedules", ["next_at"])
 
 
 def downgrade() -> None:
+    op.drop_table("pipeline_schedules")
     op.drop_table("pipeline_tasks")
     op.drop_table("pipeline_runs")
