@@ -12,6 +12,7 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from sklearn.datasets import load_digits
@@ -39,7 +40,19 @@ class DigitsCNN(nn.Module):
         return self.head(self.features(x))
 
 
-def data(seed: int) -> tuple[torch.Tensor, ...]:
+def data(seed: int, path: str | None = None) -> tuple[torch.Tensor, ...]:
+    """The train/test split: scikit-learn's digits split by `seed`, or a prepared split (an
+    .npz of x_train, x_test, y_train, y_test, as examples/workflow/prepare.py writes)."""
+    if path:
+        found = np.load(path)
+        parts = (found[k] for k in ("x_train", "x_test", "y_train", "y_test"))
+        x_train, x_test, y_train, y_test = (torch.from_numpy(p) for p in parts)
+        return (
+            x_train.float().unsqueeze(1),
+            x_test.float().unsqueeze(1),
+            y_train.long(),
+            y_test.long(),
+        )
     digits = load_digits()
     x = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
     y = torch.tensor(digits.target, dtype=torch.long)
@@ -62,6 +75,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--width", type=int, default=32, help="channels of the first layer")
+    parser.add_argument("--data", help="a prepared split (.npz) instead of splitting here")
     args = parser.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -70,7 +84,7 @@ def main() -> None:
         dist.init_process_group("gloo")
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
-    x_train, x_test, y_train, y_test = data(args.seed)
+    x_train, x_test, y_train, y_test = data(args.seed, args.data)
     x_shard, y_shard = x_train[rank::world], y_train[rank::world]
 
     model: nn.Module = DigitsCNN(args.width)

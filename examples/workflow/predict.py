@@ -1,6 +1,6 @@
-"""The workflow's last step: asks the deployment (V2, JSON) about test images no variant
-trained on, prints each prediction beside the true label, and records the score in
-$RESULT_DIR/outputs.json."""
+"""The workflow's last step: asks the deployment (V2, JSON) about test images of the data
+step's split, which no variant trained on; prints each prediction beside the true label and
+records the score in $RESULT_DIR/outputs.json."""
 
 from __future__ import annotations
 
@@ -11,22 +11,17 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", required=True, help="the data step's digits.npz")
     parser.add_argument("--count", type=int, default=12)
     args = parser.parse_args()
-    digits = load_digits()
-    x = (digits.images / 16.0).astype(np.float32)[:, None]
-    _, x_test, _, y_test = train_test_split(
-        x, digits.target, test_size=0.25, random_state=args.seed, stratify=digits.target
-    )
-    images, labels = x_test[: args.count], y_test[: args.count]
+    split = np.load(args.data)
+    images = split["x_test"][: args.count][:, None].astype(np.float32)
+    labels = split["y_test"][: args.count]
     body = {
         "inputs": [
             {

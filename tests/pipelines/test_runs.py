@@ -182,6 +182,18 @@ def test_caching_hits_and_misses(server: Server) -> None:
                 "kind": "shell",
                 "command": "echo ${{ steps.train.outputs.values.width }}",
             },
+            {
+                "name": "read",
+                "kind": "shell",
+                "command": "cat inputs/trained/outputs.json inputs/trained/model/w.json",
+                "inputs": {"trained": "${{ steps.train.outputs.job_id }}"},
+            },
+            {
+                "name": "steal",
+                "kind": "shell",
+                "command": "echo",
+                "inputs": {"other": "training-nosuchjob"},
+            },
         ],
     }
     with server.client() as client:
@@ -189,10 +201,22 @@ def test_caching_hits_and_misses(server: Server) -> None:
         second = wait(client, client.run_pipeline(pipeline, code())["id"])
         other = wait(client, client.run_pipeline(pipeline, code(), {"width": 16})["id"])
         changed = wait(client, client.run_pipeline(pipeline, code(extra="# new\n"))["id"])
-    assert [r["state"] for r in (first, second, other, changed)] == ["SUCCEEDED"] * 4
+    assert [r["state"] for r in (first, second, other, changed)] == ["FAILED"] * 4
     assert first["cached"] == 0
+    steal = steps(first)["steal"]["tasks"][0]
+    assert "inputs.other: you have no job 'training-nosuchjob'" in steal["message"]
+    with server.client() as client:
+        read = steps(first)["read"]["tasks"][0]["job_id"]
+        lines = [line["line"] for line in client.logs(read)]
+    assert '{"width": 8, "note": "trained"}{"width": 8}' in "".join(lines)
     states = {name: s["state"] for name, s in steps(second).items()}
-    assert states == {"train": "CACHED", "fresh": "SUCCEEDED", "use": "CACHED"}
+    assert states == {
+        "train": "CACHED",
+        "fresh": "SUCCEEDED",
+        "use": "CACHED",
+        "read": "CACHED",
+        "steal": "FAILED",
+    }
     train = steps(second)["train"]["tasks"][0]
     assert train["outputs"]["cached_from"]["run"] == first["id"]
     assert train["job_id"] == steps(first)["train"]["tasks"][0]["job_id"]

@@ -29,9 +29,9 @@ _COMMON = (
 )
 _RESOURCES = ("cpus", "memory", "gpus", "env")
 _FIELDS: dict[StepKind, tuple[str, ...]] = {
-    "job": ("manifest", "manifest_file"),
-    "python": ("file", "script", "args", *_RESOURCES),
-    "shell": ("command", *_RESOURCES),
+    "job": ("manifest", "manifest_file", "inputs"),
+    "python": ("file", "script", "args", "inputs", *_RESOURCES),
+    "shell": ("command", "inputs", *_RESOURCES),
     "experiment": ("experiment",),
     "select": ("from", "model", "metric", "mode"),
     "deploy": ("deployment", "model", "min_replicas", "max_replicas", "public"),
@@ -250,6 +250,8 @@ def _kind_fields(kind: StepKind, fields: dict[str, Any], where: str, names: list
                 f"{where}.{keys[0]}", f"give one of {' or '.join(keys)} ({said} given)"
             )
 
+    if not isinstance(fields.get("inputs", {}), dict | str):
+        raise check.fail(f"{where}.inputs", "a mapping of names to earlier steps' job ids")
     if kind == "job":
         need("manifest", "manifest_file")
         if "manifest" in fields:

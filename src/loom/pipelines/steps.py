@@ -20,7 +20,7 @@ import yaml
 from loom.domain.credentials import Credentials, merge
 from loom.domain.errors import InvalidInput, LoomError, NotFound
 from loom.domain.manifest import manifest_from_dict
-from loom.domain.pipeline import Step
+from loom.domain.pipeline import STEP_NAME, Step
 from loom.domain.safe_yaml import UnsafeYaml, safe_load
 from loom.domain.states import JobState
 from loom.hpo.records import trial_spec_of
@@ -28,6 +28,7 @@ from loom.hpo.service import Experiments
 from loom.lifecycle.manager import LifecycleManager
 from loom.lifecycle.workspace import Workspace
 from loom.registry.models import ModelRegistry, metric_value
+from loom.sandbox.files import UnsafePath, open_regular, regular_files
 from loom.serving.deployments import Deployments, Scaling
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
@@ -36,6 +37,7 @@ from loom.store.tables import PipelineRun, User
 from loom.tds.service import TrainingData
 
 MAX_VALUES = 64 * 1024
+MAX_INPUTS = 256 * 2**20  # an earlier step's results copied into a step's code
 SCRIPT_DIR = ".loom-steps"
 
 
@@ -85,6 +87,8 @@ class StepKinds:
         """The manifest (as written, credentials put back) and the code a job step runs; a
         `manifest_file`'s references are resolved with `render`."""
         code = self.artifacts.path(run.code_digest).read_bytes()
+        if fields.get("inputs"):
+            code = _with_files(code, self._inputs(run.owner_id, fields["inputs"]))
         if step.kind == "job":
             manifest = fields.get("manifest")
             if manifest is None:
@@ -93,7 +97,7 @@ class StepKinds:
         command = _command(step, fields)
         if step.kind == "python" and fields.get("script") is not None:
             script = f"{SCRIPT_DIR}/{step.name}.py"
-            code = _with_file(code, script, str(fields["script"]))
+            code = _with_files(code, [(script, str(fields["script"]).encode())])
             command = _env(fields) + shlex.join(
                 ["python", script, *map(str, fields.get("args") or [])]
             )
@@ -105,6 +109,38 @@ class StepKinds:
             "gpus": fields.get("gpus", 0),
         }
         return manifest, code
+
+    def _inputs(self, owner_id: str, inputs: Any) -> list[tuple[str, bytes]]:
+        """Each named earlier job's RESULT_DIR files, as `inputs/NAME/…` in the code: files
+        travel through the artifact store, not a shared disk. Only the owner's completed jobs."""
+        if not isinstance(inputs, dict):
+            raise StepFailed("inputs: a mapping of names to job ids (`steps.NAME.outputs.job_id`)")
+        found: list[tuple[str, bytes]] = []
+        total = 0
+        for name, job_id in inputs.items():
+            if not STEP_NAME.fullmatch(str(name)):
+                raise StepFailed(f"inputs.{name}: a name is letters, digits, - and _")
+            with self.lifecycle.db.session() as session:
+                job = job_rows.get_job(session, str(job_id))
+            if job is None or job.owner_id != owner_id:
+                raise StepFailed(f"inputs.{name}: you have no job {job_id!r}")
+            if job.state != JobState.COMPLETED.value:
+                raise StepFailed(f"inputs.{name}: job {job_id} is {job.state}, not COMPLETED")
+            root = Workspace(self.settings.jobs_dir, job.id).results
+            for relative in regular_files(root):
+                try:
+                    with open_regular(root, relative) as handle:
+                        content = handle.read(MAX_INPUTS - total + 1)
+                except UnsafePath:
+                    continue
+                total += len(content)
+                if total > MAX_INPUTS:
+                    raise StepFailed(
+                        f"inputs: more than {MAX_INPUTS // 2**20} MiB of earlier results; pass "
+                        "large data through a data store"
+                    )
+                found.append((f"inputs/{name}/{relative}", content))
+        return found
 
     def submit(
         self,
@@ -346,15 +382,17 @@ def _manifest_file(code: bytes, path: str) -> dict[str, Any]:
     return found
 
 
-def _with_file(code: bytes, path: str, content: str) -> bytes:
-    """The code zip with one more file (an inline script)."""
+def _with_files(code: bytes, added: list[tuple[str, bytes]]) -> bytes:
+    """The code zip with more files (an inline script, an earlier step's results)."""
+    names = {path for path, _ in added}
     out = io.BytesIO()
     with (
         zipfile.ZipFile(io.BytesIO(code)) as source,
         zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
     ):
         for info in source.infolist():
-            if info.filename != path:
+            if info.filename not in names:
                 target.writestr(info, source.read(info))
-        target.writestr(path, content)
+        for path, content in added:
+            target.writestr(path, content)
     return out.getvalue()
