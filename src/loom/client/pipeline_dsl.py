@@ -128,11 +128,15 @@ class Pipeline:
         *,
         manifest: dict[str, Any] | None = None,
         manifest_file: str | None = None,
+        inputs: dict[str, str] | None = None,
         **common: Unpack[Common],
     ) -> Step:
-        """A Loom job: a `manifest` inline, or `manifest_file` in the code folder."""
+        """A Loom job: a `manifest` inline, or `manifest_file` in the code folder; `inputs`
+        names earlier jobs whose results it gets as `inputs/NAME/`."""
         _one_of(name, manifest=manifest, manifest_file=manifest_file)
-        return self._add(name, "job", common, manifest=manifest, manifest_file=manifest_file)
+        return self._add(
+            name, "job", common, manifest=manifest, manifest_file=manifest_file, inputs=inputs
+        )
 
     def python(
         self,
@@ -145,6 +149,7 @@ class Pipeline:
         memory: str | None = None,
         gpus: int | None = None,
         env: dict[str, str] | None = None,
+        inputs: dict[str, str] | None = None,
         **common: Unpack[Common],
     ) -> Step:
         """A small step run as a one-learner job: `file` (in the code folder) with `args`, or
@@ -153,7 +158,7 @@ class Pipeline:
         listed = list(args) if args is not None else None
         return self._add(
             name, "python", common, file=file, args=listed, script=script, cpus=cpus,
-            memory=memory, gpus=gpus, env=env,
+            memory=memory, gpus=gpus, env=env, inputs=inputs,
         )  # fmt: skip
 
     def shell(
@@ -165,12 +170,14 @@ class Pipeline:
         memory: str | None = None,
         gpus: int | None = None,
         env: dict[str, str] | None = None,
+        inputs: dict[str, str] | None = None,
         **common: Unpack[Common],
     ) -> Step:
         """A bash `command`, run in the code folder as a one-learner job."""
         return self._add(
-            name, "shell", common, command=command, cpus=cpus, memory=memory, gpus=gpus, env=env
-        )
+            name, "shell", common, command=command, cpus=cpus, memory=memory, gpus=gpus,
+            env=env, inputs=inputs,
+        )  # fmt: skip
 
     def experiment(
         self, name: str, *, experiment: dict[str, Any], **common: Unpack[Common]
@@ -204,12 +211,14 @@ class Pipeline:
         model: str,
         min_replicas: int | None = None,
         max_replicas: int | None = None,
+        public: bool | None = None,
         **common: Unpack[Common],
     ) -> Step:
-        """The `deployment` created, or updated to `model` (`NAME@VERSION`) if it exists."""
+        """The `deployment` created, or updated to `model` (`NAME@VERSION`) if it exists;
+        `public` answers without a token."""
         return self._add(
             name, "deploy", common, deployment=deployment, model=model,
-            min_replicas=min_replicas, max_replicas=max_replicas,
+            min_replicas=min_replicas, max_replicas=max_replicas, public=public,
         )  # fmt: skip
 
     def on_exit(self, step: StepRef) -> None:

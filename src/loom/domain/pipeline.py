@@ -185,7 +185,7 @@ def _step(
     exit_handler = name == on_exit
     if kind == "select":  # the steps whose models it compares
         uses += [str(other) for other in fields.get("from") or []]
-    needs = tuple(dict.fromkeys((*after, *uses)))
+    needs = tuple(n for n in names if n in {*after, *uses})  # in the spec's order
     if exit_handler and needs:
         raise check.fail(
             f"{where}.after", "the exit handler runs after every other step; it needs no other"
