@@ -58,7 +58,7 @@ def main() -> None:
             pairs = dict(p.split("=") for p in line.split())
             tune.report({"accuracy": float(pairs["accuracy"]), "epoch": int(pairs["epoch"])})
 
-    space = {"lr": tune.loguniform(0.0002, 0.2), "width": tune.randint(2, 33)}
+    space = {"lr": tune.loguniform(1e-6, 10), "width": tune.randint(1, 33)}
     scheduler = ASHAScheduler(
         time_attr="epoch", max_t=MAX_EPOCHS, grace_period=1, reduction_factor=3
     )

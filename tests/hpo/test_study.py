@@ -104,6 +104,14 @@ def test_sobol_goes_on_along_its_sequence_after_a_rebuild() -> None:
     assert len(set(lrs)) == 4
 
 
+@pytest.mark.parametrize("algorithm", ["random", "tpe", "hyperband", "cmaes"])
+def test_a_fixed_random_state_still_draws_new_points_at_each_decision(algorithm: str) -> None:
+    """Each decision rebuilds the sampler: with `random_state` set it must not draw the first
+    point again every time (it did, and a random search tried one point thirty times)."""
+    past, _ = run(spec(algorithm, settings={"random_state": "1"}), 6)
+    assert len({t.sampled["lr"] for t in past}) == 6
+
+
 def test_tpe_is_reproducible_from_what_was_stored() -> None:
     """Two rebuilds from the same stored trials propose the same point: nothing lives only in
     the process."""

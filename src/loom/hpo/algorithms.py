@@ -85,12 +85,18 @@ class Settings:
         return raw.lower() == "true"
 
 
-def sampler(spec: ExperimentSpec) -> optuna.samplers.BaseSampler:
-    """The sampler of `spec.algorithm`; its settings are checked here, so at creation too."""
+def sampler(spec: ExperimentSpec, proposed: int = 0) -> optuna.samplers.BaseSampler:
+    """The sampler of `spec.algorithm`; its settings are checked here, so at creation too.
+
+    The sampler lives for one decision, so a fixed `random_state` would draw the same first
+    point at every decision: the seed moves on with the trials `proposed` so far (the same
+    trials, the same draws). A grid's order and Sobol's scrambling keep the seed as given."""
     algorithm = spec.algorithm
     settings = Settings(algorithm, SAMPLER_SETTINGS[algorithm.name], _ALGO)
     seed = settings.get("random_state", int, None)
     name = algorithm.name
+    if seed is not None and name not in ("grid", "sobol"):
+        seed = (seed + proposed * 7919) % 2**32
     if name in ("random", "hyperband"):
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":

@@ -69,7 +69,7 @@ class Search:
             storage.set_study_system_attr(self._study_id, key, value)
         self.storage = storage
         self.pruner = algorithms.pruner(spec)
-        self.sampler = algorithms.sampler(spec)
+        self.sampler = algorithms.sampler(spec, len(past))
         self.study = optuna.load_study(
             study_name=spec.name, storage=storage, sampler=self.sampler, pruner=self.pruner
         )
