@@ -121,8 +121,10 @@ class PipelineDriver(RowDriver):
             if task.state != StepState.RUNNING:
                 continue
             step = view.spec.step(task.step)
-            if task.submitted_at is None and step.kind in ("job", "python", "shell"):
-                if not halted:
+            if task.submitted_at is None:  # stored, not yet submitted: a crash came between
+                if halted:
+                    self._update(task, state=StepState.HALTED, finished_at=time.time())
+                else:
                     self._submit(view, step, task)
                 continue
             finished = self._finished(view, step, task)
@@ -302,11 +304,6 @@ class PipelineDriver(RowDriver):
                 finished_at=None,
                 message="",
             )
-            if step.kind == "experiment":
-                credentials = self.records.credentials(view.run).get(step.name, {})
-                self.kinds.create_experiment(self._owner(view), view.run, fields, credentials, ref)
-                self._update(task, submitted_at=time.time())
-                return
         except (UnresolvedReference, StepFailed) as exc:
             self._update(task, state=StepState.FAILED, message=exc.message, finished_at=time.time())
             return
@@ -319,11 +316,17 @@ class PipelineDriver(RowDriver):
         return f"{view.run.id}-{step.name}{suffix}"
 
     def _submit(self, view: View, step: Step, task: PipelineTask) -> None:
-        """The task's job, under the id stored for it (again after a crash: at most once)."""
+        """The task's job or experiment, under the id or name stored for it (again after a
+        crash: at most once)."""
         resolve = self._resolver(view, task)
         try:
             fields = render(step.fields, resolve)
             credentials = self.records.credentials(view.run).get(step.name, {})
+            if step.kind == "experiment":
+                owner = self._owner(view)
+                self.kinds.create_experiment(owner, view.run, fields, credentials, task.ref)
+                self._update(task, submitted_at=time.time(), message="")
+                return
             manifest, code = self.kinds.job_of(
                 view.run, step, fields, credentials, lambda v: render(v, resolve)
             )
