@@ -122,7 +122,8 @@ class PipelineDriver(RowDriver):
                 continue
             step = view.spec.step(task.step)
             if task.submitted_at is None:  # stored, not yet submitted: a crash came between
-                if halted:
+                if halted:  # its job may have been stored just before the crash
+                    self._halt(view, task)
                     self._update(task, state=StepState.HALTED, finished_at=time.time())
                 else:
                     self._submit(view, step, task)
