@@ -44,6 +44,7 @@ from loom.store.tables import PipelineRun, PipelineTask, User
 log = logging.getLogger("loom.pipelines")
 TIMED_OUT = "timed out"
 MAX_ROUNDS = 20  # passes over one run in one call, at most
+DEPLOY_WAIT_S = 600.0  # a deploy step without timeout_s fails if not serving by then
 
 
 @dataclass
@@ -141,9 +142,17 @@ class PipelineDriver(RowDriver):
     def _finished(self, view: View, step: Step, task: PipelineTask) -> Finished | None:
         if step.kind == "experiment":
             return self.kinds.follow_experiment(view.run.owner_id, task.ref)
+        if step.kind == "deploy":
+            waited = time.time() - (task.started_at or time.time())
+            limit = step.timeout_s or DEPLOY_WAIT_S
+            return self.kinds.follow_deploy(
+                view.run.owner_id, task.ref, task.outputs, waited, limit
+            )
         return self.kinds.follow_job(task.ref)
 
     def _late(self, step: Step, task: PipelineTask) -> bool:
+        if step.kind == "deploy":  # its own wait has a limit: see `_finished`
+            return False
         if step.timeout_s is None or task.started_at is None or task.message.startswith(TIMED_OUT):
             return False
         return time.time() - task.started_at > step.timeout_s
@@ -171,6 +180,10 @@ class PipelineDriver(RowDriver):
 
     def _halt(self, view: View, task: PipelineTask) -> None:
         step = view.spec.step(task.step)
+        if step.kind == "deploy":  # the deployment stays; the step stops waiting for it
+            message = "halted before the deployment served the version"
+            self._update(task, state=StepState.HALTED, message=message, finished_at=time.time())
+            return
         with contextlib.suppress(Conflict, NotFound):
             if step.kind == "experiment":
                 found = self.kinds.experiments.find(view.run.owner_id, task.ref)
@@ -289,8 +302,18 @@ class PipelineDriver(RowDriver):
                     task, self.kinds.select(view.run.owner_id, fields, self._models(view, fields))
                 )
                 return
-            if step.kind == "deploy":
-                self._done(task, self.kinds.deploy(view.run.owner_id, fields))
+            if step.kind == "deploy":  # done once it serves the version: see `_finished`
+                outputs = self.kinds.deploy(view.run.owner_id, fields)
+                now = time.time()
+                self._update(
+                    task,
+                    state=StepState.RUNNING,
+                    ref=str(fields["deployment"]),
+                    outputs=outputs,
+                    started_at=now,
+                    submitted_at=now,
+                    message="waiting for the deployment to serve the version",
+                )
                 return
             key = self._cache_key(view, step, task, fields)
             if key and self._from_cache(view, step, task, key):

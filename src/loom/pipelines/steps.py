@@ -279,6 +279,25 @@ class StepKinds:
         _, ref, name, version = max(scored, key=lambda s: s[0])
         return {**_model(name, version.version), "metrics": _metrics(version.metrics)}
 
+    def follow_deploy(
+        self, owner_id: str, name: str, outputs: dict[str, Any], waited: float, limit: float
+    ) -> Finished | None:
+        """Done when the deployment serves the version; failed if it fails or is not serving
+        it within `limit` seconds."""
+        try:
+            view = self.deployments.get(owner_id, name)
+        except NotFound:
+            return Finished("FAILED", f"deployment {name} was deleted", outputs)
+        if _serving(view):
+            return Finished("SUCCEEDED", "", outputs)
+        if view["state"] == "failing" or waited > limit:
+            why = view.get("message") or view["state"]
+            said = (
+                "is failing" if view["state"] == "failing" else f"is not serving after {limit:g} s"
+            )
+            return Finished("FAILED", f"deployment {name} {said}: {why}", outputs)
+        return None
+
     def deploy(self, owner_id: str, fields: dict[str, Any]) -> dict[str, Any]:
         """The deployment created, or moved to the version if it exists."""
         name, ref = str(fields["deployment"]), str(fields["model"])
@@ -322,6 +341,12 @@ def code_identity(code: bytes) -> str:
                 digest.update(info.filename.encode() + b"\0")
                 digest.update(hashlib.sha256(archive.read(info)).digest())
     return digest.hexdigest()
+
+
+def _serving(view: dict[str, Any]) -> bool:
+    """Whether a deployment answers with the version it was given."""
+    ready = view["state"] in ("ready", "scaled to zero")
+    return ready and str(view.get("serving_version")) == str(view["model_version"])
 
 
 def _model(name: str, version: int) -> dict[str, Any]:
