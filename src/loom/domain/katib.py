@@ -13,7 +13,7 @@ import copy
 import functools
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from loom.domain import spec_checks as check
 from loom.domain.errors import ManifestError
@@ -64,7 +64,6 @@ _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 CollectorKind = Literal["StdOut", "File", "TensorFlowEvent", "None"]
 FileFormat = Literal["TEXT", "JSON"]
 ResumePolicy = Literal["Never", "LongRunning", "FromVolume"]
-_T = TypeVar("_T", bound=str)
 _TYPES: tuple[ParameterType, ...] = ("double", "int", "categorical", "discrete")
 _DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "logUniform", "normal", "logNormal")
 _STRATEGIES: tuple[Strategy, ...] = ("min", "max", "latest")
