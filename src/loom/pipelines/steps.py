@@ -13,6 +13,7 @@ import shlex
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -180,7 +181,7 @@ class StepKinds:
         if found is not None:
             name, version = found
             outputs.update(_model(name, version.version))
-        values = _values(Workspace(self.settings.jobs_dir, job_id).results / "outputs.json")
+        values = _values(Workspace(self.settings.jobs_dir, job_id).results)
         if values is not None:
             outputs["values"] = values
         return outputs
@@ -365,12 +366,13 @@ def _metrics(final: dict[str, float]) -> dict[str, float]:
     return found
 
 
-def _values(path: Any) -> dict[str, Any] | None:
-    """`RESULT_DIR/outputs.json`: a JSON object of at most 64 KiB, or nothing."""
+def _values(results: Path) -> dict[str, Any] | None:
+    """`RESULT_DIR/outputs.json`: a JSON object of at most 64 KiB, or nothing. The folder was
+    written by untrusted code: no link is followed, as the registry reads `model/`."""
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_VALUES:
-            return None
-        found = json.loads(path.read_text())
+        with open_regular(results, "outputs.json") as handle:
+            text = handle.read(MAX_VALUES + 1)
+        found = json.loads(text) if len(text) <= MAX_VALUES else None
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
@@ -395,7 +397,7 @@ def _env(fields: dict[str, Any]) -> str:
 def _manifest_file(code: bytes, path: str) -> dict[str, Any]:
     try:
         with zipfile.ZipFile(io.BytesIO(code)) as archive:
-            text = archive.read(path.lstrip("./"))
+            text = archive.read(path.removeprefix("./"))
     except KeyError:
         raise StepFailed(f"manifest_file: {path} is not in the code folder") from None
     try:
