@@ -107,8 +107,9 @@ def package_sources() -> dict[str, str]:
 class Server:
     """`python -m loom.api` as a child process; can be killed with -9 and started again."""
 
-    def __init__(self, home: Path, **env: str) -> None:
+    def __init__(self, home: Path, module: str = "loom.api", **env: str) -> None:
         self.home = home
+        self.module = module  # another entry, e.g. a platform on an emulated cluster
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # Host folders a test makes beside the home may be data stores.
@@ -125,7 +126,7 @@ class Server:
         self.home.mkdir(parents=True, exist_ok=True)
         out = self.log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "loom.api", "--port", str(self.port)],
+            [sys.executable, "-m", self.module, "--port", str(self.port)],
             env=self.env,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -43,13 +43,48 @@ class Settings(BaseSettings):
         default=False,
         description="serve /metrics to anyone (a scraper on a trusted network); default: admins",
     )
-    launcher: Literal["local", "ray", "fake"] = "local"
+    launcher: Literal["local", "ray", "kubernetes", "fake"] = "local"
     ray_address: str = Field(
         default="auto", description="the Ray cluster for LOOM_LAUNCHER=ray: auto or HOST:PORT"
     )
     ray_namespace: str = Field(default="loom", description="Ray namespace of Loom's actors")
     ray_place_timeout_s: float = Field(
         default=30.0, gt=0, description="how long a gang may wait for Ray to place it"
+    )
+    kube_namespace: str = Field(
+        default="loom-jobs", description="LOOM_LAUNCHER=kubernetes: the namespace of the jobs"
+    )
+    kube_image: str = Field(
+        default="ghcr.io/loom-ml/loom-learner:latest",
+        description="the learner image: Loom installed, its entry `python -m loom.learner.pod`",
+    )
+    kube_kind: Literal["auto", "job", "trainjob"] = Field(
+        default="auto",
+        description="what a job becomes: a Kubeflow TrainJob where the cluster has the CRD "
+        "(auto), always (trainjob), or an indexed batch Job (job)",
+    )
+    kube_config: Path | None = Field(
+        default=None, description="kubeconfig file; default: in-cluster, else ~/.kube/config"
+    )
+    kube_context: str | None = Field(default=None, description="the kubeconfig's context")
+    kube_runtimes: dict[str, str] = Field(
+        default_factory=dict,
+        description="framework → ClusterTrainingRuntime (JSON), over the defaults "
+        "(pytorch: torch-distributed, …)",
+    )
+    kube_gpu_resource: str = Field(default="nvidia.com/gpu", description="a GPU's resource name")
+    kube_image_pull_secrets: Names = Field(
+        default_factory=list, description="Secrets the learner pods pull their image with"
+    )
+    kube_node_selector: dict[str, str] = Field(
+        default_factory=dict, description="node labels learner pods must match (JSON)"
+    )
+    kube_service_account: str = Field(
+        default="loom-learner",
+        description="learner pods' service account: no rights, no mounted token",
+    )
+    kube_pull_timeout_s: float = Field(
+        default=300.0, gt=0, description="how long a learner's image may fail to pull"
     )
     artifact_url: str | None = Field(
         default=None, description="fsspec URL of the artifact store, e.g. s3://bucket/loom"

@@ -25,7 +25,9 @@ def main() -> None:
     parser.add_argument("--port", type=int)
     parser.add_argument("--certfile", type=Path, help="PEM certificate: serve HTTPS")
     parser.add_argument("--keyfile", type=Path, help="PEM private key of --certfile")
-    parser.add_argument("--launcher", choices=["local", "ray"], help="where learners run")
+    parser.add_argument(
+        "--launcher", choices=["local", "ray", "kubernetes"], help="where learners run"
+    )
     parser.add_argument("--ray-address", help="the Ray cluster: auto or HOST:PORT")
     args = parser.parse_args()
     os.umask(PRIVATE_UMASK)  # what the platform and its learners create is theirs alone

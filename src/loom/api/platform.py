@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
+from loom.domain.resources import Resources, parse_memory
 from loom.hpo.service import Experiments
 from loom.launchers.base import Launcher
 from loom.launchers.confinement import SandboxPolicy
@@ -130,6 +131,8 @@ def make_launcher(settings: Settings, sandbox: SandboxPolicy) -> Launcher:
             sandbox=sandbox,
             place_timeout_s=settings.ray_place_timeout_s,
         )
+    if settings.launcher == "kubernetes":
+        return kubernetes_launcher(settings)
     from loom.launchers.local import LocalLauncher
 
     return LocalLauncher(
@@ -138,6 +141,40 @@ def make_launcher(settings: Settings, sandbox: SandboxPolicy) -> Launcher:
         gpus=settings.gpus,
         sandbox=sandbox,
         scratch=settings.learner_scratch_dir,
+    )
+
+
+def kubernetes_launcher(settings: Settings) -> Launcher:
+    from loom.kube.objects import KubeOptions
+    from loom.launchers.kubernetes import ClusterApi, KubernetesLauncher
+
+    options = KubeOptions(
+        namespace=settings.kube_namespace,
+        image=settings.kube_image,
+        gpu_resource=settings.kube_gpu_resource,
+        runtimes=dict(settings.kube_runtimes),
+        image_pull_secrets=tuple(settings.kube_image_pull_secrets),
+        node_selector=dict(settings.kube_node_selector),
+        halt_grace_s=settings.halt_grace_s,
+        service_account=settings.kube_service_account,
+    )
+    given = (settings.cpus, settings.memory, settings.gpus)
+    capacity = None
+    if any(value is not None for value in given):  # the operator's figures, over the nodes'
+        capacity = Resources(
+            cpus=settings.cpus or 0.0,
+            memory=parse_memory(settings.memory) if settings.memory else 0,
+            gpus=settings.gpus or 0,
+        )
+    api = ClusterApi(
+        settings.kube_namespace, config_file=settings.kube_config, context=settings.kube_context
+    )
+    return KubernetesLauncher(
+        api,
+        options,
+        kind=settings.kube_kind,
+        capacity=capacity,
+        pull_timeout_s=settings.kube_pull_timeout_s,
     )
 
 

@@ -14,6 +14,7 @@ from loom.cli import (
     deployments,
     experiments,
     jobs,
+    kubernetes,
     models,
     pipelines,
     tokens,
@@ -82,6 +83,7 @@ app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(experiments.app, name="experiments")
 app.add_typer(pipelines.app, name="pipelines")
+app.add_typer(kubernetes.app, name="kubernetes")
 app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(contexts.app, name="context")

@@ -21,7 +21,7 @@ def server(
     ] = None,
     keyfile: Annotated[str | None, typer.Option(help="PEM private key of --certfile")] = None,
     launcher: Annotated[
-        str | None, typer.Option(help="where learners run: local (default) or ray")
+        str | None, typer.Option(help="where learners run: local (default), ray or kubernetes")
     ] = None,
     ray_address: Annotated[
         str | None, typer.Option(help="with --launcher ray: auto, or the head's HOST:PORT")

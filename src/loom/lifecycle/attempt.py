@@ -28,6 +28,7 @@ class Attempt:
     devices: list[list[int]]  # each learner's GPUs
     api_urls: list[str]  # every live server, where there are several
     environment: dict[str, Any] | None = None  # what the wrappers build or reuse
+    owner: str = ""  # the owner's name: a cluster launcher labels the job's objects with it
 
 
 def gang_of(
@@ -66,6 +67,11 @@ def gang_of(
             "framework": attempt.manifest.framework.name,
             "parameter_servers": int(options.get("parameter_servers", 0)),
             "placement": str(options.get("placement", "pack")),
+        }
+        spec["owner"] = attempt.owner
+        spec["restart"] = {
+            "policy": str(attempt.manifest.restart_policy),
+            "max_restarts": attempt.manifest.max_restarts,
         }
         if attempt.api_urls:  # several servers on the database: the wrapper ships to any
             spec["api_urls"] = attempt.api_urls

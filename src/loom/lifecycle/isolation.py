@@ -49,6 +49,8 @@ def decide(settings: Settings, support: Support | None = None) -> Isolation:
             False, "off (LOOM_ISOLATION=off): jobs run with the platform's rights, unconfined"
         )
     found = support or probe(settings.sandbox_uid_base)
+    if settings.launcher == "kubernetes":
+        return _pods(found)
     if found.sandbox:
         cgroups = found.cgroups.startswith("cgroup v")
         return Isolation(True, found.reason, cgroups=cgroups, bwrap=found.bwrap)
@@ -60,6 +62,21 @@ def decide(settings: Settings, support: Support | None = None) -> Isolation:
         False,
         f"jobs are not sandboxed ({found.reason}); they run with the platform's rights",
         single_user=True,
+    )
+
+
+def _pods(found: Support) -> Isolation:
+    """On Kubernetes every learner is its own pod (non-root, all capabilities dropped, no
+    service-account token, only its own job's Secret); this machine's sandbox, where it has
+    one, still confines the deployments' replicas that run beside the platform."""
+    replicas = (
+        "replicas sandboxed here" if found.sandbox else f"replicas not sandboxed ({found.reason})"
+    )
+    return Isolation(
+        True,
+        f"learners are Kubernetes pods, each confined to its own job; {replicas}",
+        cgroups=found.sandbox and found.cgroups.startswith("cgroup v"),
+        bwrap=found.bwrap if found.sandbox else None,
     )
 
 

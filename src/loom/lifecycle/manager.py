@@ -555,6 +555,7 @@ class LifecycleManager:
             devices=devices,
             api_urls=self.api_urls(session),
             environment=environment,
+            owner=owner.name,
         )
         launches, rows = gang_of(attempt, self.settings, self._api_ca)
         job_rows.add_learners(session, rows)
