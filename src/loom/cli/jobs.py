@@ -289,16 +289,22 @@ def capacity() -> None:
     )
     if found.get("nodes"):  # a cluster launcher: each node's resources and what is free
         table = Table("NODE", "ID", "ALIVE", "CPUS FREE", "GPUS FREE", "MEMORY FREE GiB")
-        for node in found["nodes"]:
+        for node in found["nodes"]:  # Kubernetes says what a node has, not what is free
+            free = {k: node.get(f"free_{k}") for k in ("cpus", "gpus", "memory")}
+            memory = None if free["memory"] is None else f"{free['memory'] / gib:.1f}"
             table.add_row(
                 node["node"],
-                node["id"],
+                node.get("id", ""),
                 "yes" if node["alive"] else "no",
-                f"{node['free_cpus']:g}/{node['cpus']:g}",
-                f"{node['free_gpus']}/{node['gpus']}",
-                f"{node['free_memory'] / gib:.1f}/{node['memory'] / gib:.1f}",
+                f"{_or_unknown(free['cpus'], 'g')}/{node['cpus']:g}",
+                f"{_or_unknown(free['gpus'], '')}/{node['gpus']}",
+                f"{memory or '?'}/{node['memory'] / gib:.1f}",
             )
         console.print(table)
+
+
+def _or_unknown(value: float | None, spec: str) -> str:
+    return "?" if value is None else format(value, spec)
 
 
 def delete(job_id: str) -> None:

@@ -260,6 +260,7 @@ class KubernetesLauncher:
         return [
             {
                 "node": node["metadata"]["name"],
+                "id": str(node["metadata"].get("uid", ""))[:12],
                 "alive": _usable(node),
                 "cpus": total.cpus,
                 "gpus": total.gpus,
