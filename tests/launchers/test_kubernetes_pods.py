@@ -5,6 +5,8 @@ and the learners reach the platform only through its API (no shared disk)."""
 from __future__ import annotations
 
 import os
+import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +21,14 @@ FINAL = {"COMPLETED", "FAILED", "HALTED"}
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     home = tmp_path_factory.mktemp("kube") / "home"
-    server = Server(home, module="tests.launchers.kube_emulator").start()
+    server = Server(
+        home, module="tests.launchers.kube_emulator", LOOM_LEARNER_CHECKPOINT_SYNC_S="1"
+    ).start()
     yield server
     server.stop()
 
 
-def test_a_gang_runs_in_pods_with_its_rank_and_reports(platform: Server) -> None:
+def test_a_gang_runs_in_pods_with_its_rank_and_reports(platform: Server, tmp_path: Path) -> None:
     rank = (
         "import os\n"
         "print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'learner', "
@@ -36,8 +40,11 @@ def test_a_gang_runs_in_pods_with_its_rank_and_reports(platform: Server) -> None
         done = wait_for_state(loom, job, FINAL, timeout=90)
         assert done["state"] == "COMPLETED", done
         text = "\n".join(str(line["line"]) for line in loom.logs(job, pagesize=1000))
+        results = loom.download(job, "results", tmp_path / "results.zip")
     assert "rank 0 of 2 learner 1" in text
     assert "rank 1 of 2 learner 2" in text
+    with zipfile.ZipFile(results) as got:  # uploaded by the pods' wrappers through the API
+        assert [n for n in got.namelist() if n.endswith("r.txt")]
 
 
 def test_a_failing_learner_fails_the_job_with_its_exit_code(platform: Server) -> None:
@@ -48,13 +55,26 @@ def test_a_failing_learner_fails_the_job_with_its_exit_code(platform: Server) ->
     assert "exit code 3" in done["status_message"]
 
 
-def test_halt_stops_the_pods(platform: Server) -> None:
+def test_halt_stops_the_pods_and_resume_goes_on_from_the_checkpoint(platform: Server) -> None:
+    counter = (
+        "import os, time\n"
+        "path = os.path.join(os.environ['CHECKPOINT_DIR'], 'runs')\n"
+        "runs = int(open(path).read()) if os.path.exists(path) else 0\n"
+        "open(path, 'w').write(str(runs + 1))\n"
+        "print('run', runs + 1, flush=True)\n"
+        "time.sleep(0 if runs else 300)\n"
+    )
     with platform.client() as loom:
-        job = loom.submit(manifest("sleep 300", learners=2), make_zip({"x.py": ""}))
+        job = loom.submit(manifest("python count.py", learners=2), make_zip({"count.py": counter}))
         wait_for_state(loom, job, {"PROCESSING"}, timeout=90)
+        time.sleep(3)  # the checkpoint is synced to the platform every second
         loom.halt(job)
-        done = wait_for_state(loom, job, FINAL, timeout=60)
-    assert done["state"] == "HALTED", done
+        assert wait_for_state(loom, job, FINAL, timeout=60)["state"] == "HALTED"
+        loom.resume(job)
+        done = wait_for_state(loom, job, FINAL, timeout=90)
+        text = "\n".join(str(line["line"]) for line in loom.logs(job, pagesize=1000))
+    assert done["state"] == "COMPLETED", done
+    assert "run 2" in text  # the new attempt's pods found the first one's checkpoint
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root, the pod drops every capability")
