@@ -133,6 +133,14 @@ def test_a_pod_gone_with_its_job_failed_or_suspended_is_lost_with_why() -> None:
     assert trainjob.reason is not None and "TrainJob is failed: jobset failed" in trainjob.reason
 
 
+def test_a_pod_gone_from_a_complete_job_is_lost() -> None:
+    complete = workload("job_active")
+    complete["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    found = learner_status(complete, None, now=CREATED, pull_timeout_s=300.0)
+    assert found.liveness == Liveness.LOST
+    assert found.reason == "its pod is gone, and its outcome with it"
+
+
 def test_no_workload_is_not_started() -> None:
     assert status(None, None).liveness == Liveness.NOT_STARTED
     assert status("trainjob_running", "running").liveness == Liveness.RUNNING

@@ -80,6 +80,8 @@ def learner_status(
         ended = workload_ended(workload)
         if ended is not None:
             return LearnerStatus(Liveness.LOST, None, f"was stopped: {ended}")
+        if condition(workload, "Complete") is not None:  # its pod deleted since, by someone
+            return LearnerStatus(Liveness.LOST, None, "its pod is gone, and its outcome with it")
         return pending("waiting for Kubernetes to create its pod")
     status = pod.get("status") or {}
     phase = status.get("phase", "Pending")
