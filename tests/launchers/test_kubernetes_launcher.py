@@ -5,6 +5,10 @@ processes) in test_kubernetes_pods."""
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -201,3 +205,29 @@ def test_capacity_is_the_ready_nodes_allocatable() -> None:
 def test_a_handle_that_is_not_a_learners_is_refused() -> None:
     with pytest.raises(LaunchError, match="not a learner handle"):
         KubernetesLauncher(MemoryApi(), KubeOptions()).status("/somewhere/else")
+
+
+def start_error(tmp_path: Path, **env: str) -> str:
+    settings = {"LOOM_HOME": str(tmp_path / "home"), "LOOM_LAUNCHER": "kubernetes", **env}
+    done = subprocess.run(
+        [sys.executable, "-m", "loom.api", "--port", "0"],
+        env={**os.environ, **settings},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    return done.stderr
+
+
+def test_a_platform_without_a_reachable_address_or_a_cluster_says_so(tmp_path: Path) -> None:
+    said = start_error(tmp_path)
+    assert "LOOM_LAUNCHER=kubernetes needs LOOM_PUBLIC_URL" in said
+    said = start_error(
+        tmp_path,
+        LOOM_PUBLIC_URL="http://loom:8470",
+        LOOM_KUBE_CONFIG=str(tmp_path / "no-such-kubeconfig"),
+    )
+    assert "Kubernetes could not load its configuration" in said
+    assert "Traceback" not in said

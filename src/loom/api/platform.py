@@ -148,6 +148,11 @@ def kubernetes_launcher(settings: Settings) -> Launcher:
     from loom.kube.objects import KubeOptions
     from loom.launchers.kubernetes import ClusterApi, KubernetesLauncher
 
+    if not settings.public_url:
+        raise ConfigError(
+            "LOOM_LAUNCHER=kubernetes needs LOOM_PUBLIC_URL: the platform's address as the "
+            "learner pods reach it (e.g. http://loom.loom.svc.cluster.local:8470)"
+        )
     options = KubeOptions(
         namespace=settings.kube_namespace,
         image=settings.kube_image,
