@@ -83,6 +83,10 @@ class Settings(BaseSettings):
         default="loom-learner",
         description="learner pods' service account: no rights, no mounted token",
     )
+    kube_queue_name: str | None = Field(
+        default=None,
+        description="a Kueue LocalQueue for the jobs: Kueue then admits each gang whole",
+    )
     kube_pull_timeout_s: float = Field(
         default=300.0, gt=0, description="how long a learner's image may fail to pull"
     )

@@ -181,3 +181,27 @@ def test_names_and_hostnames_are_dns_labels() -> None:
 def test_a_review_render_holds_no_value() -> None:
     secret = render(shape("pytorch", 2, 0), KubeOptions(), "job")[0]
     assert all(value.startswith("<set at launch") for value in secret["stringData"].values())
+
+
+def test_storage_and_a_queue_are_asked_of_kubernetes() -> None:
+    limited = JobShape(
+        "training-abc123def0", 1, "o", "pytorch", 2, Resources(1, 2**30, 0), storage=5 * 2**30
+    )
+    objects = render(limited, KubeOptions(queue_name="team-a"), "job")
+    job = objects[-1]
+    validate(job)
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert "kueue.x-k8s.io/queue-name" not in objects[0]["metadata"]["labels"]  # the Secret
+    pod = pod_spec(job)
+    limits = pod["containers"][0]["resources"]["limits"]
+    assert limits["ephemeral-storage"] == str(5 * 2**30 + 2**30)
+    sizes = {v["name"]: v["emptyDir"].get("sizeLimit") for v in pod["volumes"] if "emptyDir" in v}
+    assert sizes == {"scratch": str(5 * 2**30), "tmp": str(2**30), "shm": str(2**29)}
+    trainjob = render(limited, KubeOptions(queue_name="team-a"), "trainjob")[-1]
+    validate(trainjob)
+    assert trainjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+
+
+def test_the_learner_runs_an_isolated_interpreter() -> None:
+    container = pod_spec(rendered("job", "pytorch", 1, 0)[-1])["containers"][0]
+    assert container["command"][:2] == ["python", "-I"]  # its scratch is not on its path

@@ -35,7 +35,7 @@ import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 for cap in range(64):
     libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
-os.execv(sys.executable, [sys.executable, "-m", "loom.learner.pod"])
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 """
 
 
@@ -148,7 +148,8 @@ class PodEmulator:
             )
             log = (folder / "container.log").open("wb")
             process = subprocess.Popen(
-                [sys.executable, "-c", DROP_ALL_AND_RUN_POD],
+                # the template's command, `python` being this interpreter
+                [sys.executable, "-c", DROP_ALL_AND_RUN_POD, *container["command"][1:]],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -133,6 +133,33 @@ def test_a_pod_gone_with_its_job_failed_or_suspended_is_lost_with_why() -> None:
     assert trainjob.reason is not None and "TrainJob is failed: jobset failed" in trainjob.reason
 
 
+def test_a_pull_is_timed_from_when_the_pod_got_its_node() -> None:
+    late = pod("image_pull_backoff")
+    late["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-25T10:10:00Z"}
+    ]
+    found = learner_status(
+        workload("job_active"), late, now=CREATED + 11 * 60, pull_timeout_s=300.0
+    )
+    assert found.liveness == Liveness.RUNNING  # 10 min queued, then 1 min pulling
+
+
+def test_a_job_a_queue_holds_suspended_is_waiting_not_halted() -> None:
+    found = status("job_queued_by_kueue", None, after_s=3600)
+    assert found.liveness == Liveness.RUNNING
+    assert found.report is not None
+    assert "suspended until a queue admits it" in found.report["message"]
+
+
+def test_a_job_that_never_gets_its_pods_fails_with_where_to_look() -> None:
+    assert status("job_active", None, after_s=60).liveness == Liveness.RUNNING
+    found = status("job_active", None, after_s=301)
+    assert found.liveness == Liveness.LOST
+    assert found.reason is not None
+    assert "has no pod 301 s after its Job was made" in found.reason
+    assert "kubectl -n loom-jobs describe job loom-training-abc123def0-a1" in found.reason
+
+
 def test_a_pod_gone_from_a_complete_job_is_lost() -> None:
     complete = workload("job_active")
     complete["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}

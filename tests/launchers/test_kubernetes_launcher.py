@@ -131,10 +131,21 @@ def test_a_cluster_with_trainer_gets_trainjobs_unless_told_otherwise() -> None:
 def test_a_launch_left_half_done_is_replaced() -> None:
     api = MemoryApi()
     launcher = KubernetesLauncher(api, KubeOptions())
-    api.objects[("Secret", f"loom-{JOB}-a1")] = {"metadata": {"name": "old"}}
+    ours = {"loom.job-id": JOB, "loom.attempt": "1"}
+    api.objects[("Secret", f"loom-{JOB}-a1")] = {"metadata": {"name": "old", "labels": ours}}
     launcher.launch(launches())
     assert ("delete", "Secret", f"loom-{JOB}-a1", "0") in api.calls
     assert api.objects[("Secret", f"loom-{JOB}-a1")]["stringData"]["credentials"]
+
+
+def test_an_object_of_that_name_that_is_not_the_jobs_is_left_alone() -> None:
+    api = MemoryApi()
+    launcher = KubernetesLauncher(api, KubeOptions())
+    theirs = {"metadata": {"name": "x", "labels": {"app": "someone-elses"}}}
+    api.objects[("Secret", f"loom-{JOB}-a1")] = theirs
+    with pytest.raises(LaunchError, match="is not this job's: Loom leaves it alone"):
+        launcher.launch(launches())
+    assert api.objects[("Secret", f"loom-{JOB}-a1")] is theirs
 
 
 def test_status_reads_the_attempts_pods_once_for_all_its_learners() -> None:
@@ -163,8 +174,21 @@ def test_terminate_suspends_the_job_and_deletes_that_pod_with_its_grace() -> Non
     launcher.terminate(launches()[1].handle, 7.0)
     name = f"loom-{JOB}-a1"
     assert api.objects[("Job", name)]["spec"]["suspend"] is True
+    assert api.objects[("Job", name)]["metadata"]["annotations"]["loom.dev/halted"] == "true"
     assert ("delete", "Pod", "p1", "7.0") in api.calls
     assert ("delete", "Pod", "p0", "7.0") not in api.calls
+
+
+def test_an_attempt_launched_as_a_job_is_found_after_trainer_is_installed() -> None:
+    api = MemoryApi()
+    KubernetesLauncher(api, KubeOptions()).launch(launches())
+    api.trainjobs = True  # the platform restarts on a cluster that now has Trainer v2
+    later = KubernetesLauncher(api, KubeOptions())
+    api.pods = [pod(0), pod(1)]
+    assert later.kind() == "trainjob"
+    assert later.status(launches()[0].handle).liveness == Liveness.RUNNING
+    later.release([launch.handle for launch in launches()])
+    assert api.objects == {}
 
 
 def test_release_deletes_the_job_and_its_parts() -> None:

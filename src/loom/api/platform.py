@@ -162,6 +162,8 @@ def kubernetes_launcher(settings: Settings) -> Launcher:
         node_selector=dict(settings.kube_node_selector),
         halt_grace_s=settings.halt_grace_s,
         service_account=settings.kube_service_account,
+        queue_name=settings.kube_queue_name,
+        tmp_bytes=settings.sandbox_tmp_mb * 2**20,
     )
     given = (settings.cpus, settings.memory, settings.gpus)
     capacity = None

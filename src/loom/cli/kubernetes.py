@@ -69,6 +69,7 @@ def render_command(
         per_learner=parsed.per_learner,
         restart_policy=str(parsed.restart_policy),
         max_restarts=parsed.max_restarts,
+        storage=parsed.storage,
     )
     options = KubeOptions(
         namespace=namespace,

@@ -25,7 +25,9 @@ GROUP = "trainer.kubeflow.org"
 TRAINJOB_API = f"{GROUP}/v1alpha1"
 COORDINATOR_PORT = 29500
 LEARNER_PORT = 29501
-ENTRY = ["python", "-m", "loom.learner.pod"]
+# -I: the pod's working folder (its scratch, which user code writes) is never on the wrapper's
+# import path, and no PYTHON* variable changes what the wrapper imports.
+ENTRY = ["python", "-I", "-m", "loom.learner.pod"]
 SPECS_DIR = "/etc/loom/learner"
 SCRATCH = "/scratch"
 CREDENTIALS_KEY = "credentials"
@@ -40,6 +42,8 @@ LABEL_JOB = "loom.job-id"
 LABEL_ATTEMPT = "loom.attempt"
 LABEL_OWNER = "loom.owner"
 LABEL_ROLE = "loom.role"
+LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
+HALTED = "loom.dev/halted"  # set with `suspend` when Loom halts: not a queue's suspension
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
 
@@ -58,6 +62,9 @@ class KubeOptions:
     # A service account without rights and without a mounted token (a TrainJob's pods can only
     # be given the account, so its `automountServiceAccountToken: false` is what keeps it out).
     service_account: str = "loom-learner"
+    # A Kueue LocalQueue: the workload is then admitted whole (gang) when its quota allows.
+    queue_name: str | None = None
+    tmp_bytes: int = 2**30  # a learner's /tmp, as the local sandbox's
 
     def runtime(self, framework: str) -> str:
         """The ClusterTrainingRuntime a framework's TrainJob references."""
@@ -79,6 +86,7 @@ class JobShape:
     per_learner: Resources
     restart_policy: str = "Never"
     max_restarts: int = 0
+    storage: int | None = None  # the manifest's `storage`: the learner's scratch disk
 
     @property
     def name(self) -> str:
@@ -223,7 +231,7 @@ def batch_job(shape: JobShape, options: KubeOptions) -> dict[str, Any]:
     job = k.V1Job(
         api_version="batch/v1",
         kind="Job",
-        metadata=_meta(shape, options, annotations=_policy_note(shape)),
+        metadata=_meta(shape, options, annotations=_policy_note(shape), queued=True),
         spec=k.V1JobSpec(
             completion_mode="Indexed",
             completions=shape.learners,
@@ -302,7 +310,7 @@ def pod_spec(shape: JobShape, options: KubeOptions, kind: Kind) -> Any:
                 termination_message_policy="File",
             )
         ],
-        volumes=_volumes(shape),
+        volumes=_volumes(shape, options),
     )
 
 
@@ -337,6 +345,8 @@ def resources(shape: JobShape, options: KubeOptions) -> Any:
 
     share = shape.per_learner
     amounts = {"cpu": _cpu(share.cpus), "memory": str(share.memory)}
+    if shape.storage:  # the scratch disk and /tmp, which the kubelet then holds it to
+        amounts["ephemeral-storage"] = str(shape.storage + options.tmp_bytes)
     if share.gpus:
         amounts[options.gpu_resource] = str(share.gpus)
     return k.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
@@ -381,8 +391,9 @@ def _mounts() -> list[Any]:
     ]
 
 
-def _volumes(shape: JobShape) -> list[Any]:
-    """The specs only (not the credentials) from the Secret, and private scratch."""
+def _volumes(shape: JobShape, options: KubeOptions) -> list[Any]:
+    """The specs only (not the credentials) from the Secret, and private scratch, each with a
+    size limit (the kubelet evicts a pod that passes one)."""
     from kubernetes import client as k
 
     items = [k.V1KeyToPath(key=f"spec-{n}.json", path=f"spec-{n}.json") for n in _learners(shape)]
@@ -391,9 +402,21 @@ def _volumes(shape: JobShape) -> list[Any]:
             name="specs",
             secret=k.V1SecretVolumeSource(secret_name=shape.name, items=items, default_mode=0o440),
         ),
-        k.V1Volume(name="scratch", empty_dir=k.V1EmptyDirVolumeSource()),
-        k.V1Volume(name="tmp", empty_dir=k.V1EmptyDirVolumeSource()),
-        k.V1Volume(name="shm", empty_dir=k.V1EmptyDirVolumeSource(medium="Memory")),
+        k.V1Volume(
+            name="scratch",
+            empty_dir=k.V1EmptyDirVolumeSource(
+                size_limit=str(shape.storage) if shape.storage else None
+            ),
+        ),
+        k.V1Volume(
+            name="tmp", empty_dir=k.V1EmptyDirVolumeSource(size_limit=str(options.tmp_bytes))
+        ),
+        k.V1Volume(  # counted in the pod's memory
+            name="shm",
+            empty_dir=k.V1EmptyDirVolumeSource(
+                medium="Memory", size_limit=str(max(shape.per_learner.memory // 2, 2**26))
+            ),
+        ),
     ]
 
 
@@ -407,13 +430,17 @@ def _meta(
     *,
     name: str | None = None,
     annotations: dict[str, str] | None = None,
+    queued: bool = False,
 ) -> Any:
     from kubernetes import client as k
 
+    found = labels(shape)
+    if queued and options.queue_name:
+        found[LABEL_QUEUE] = options.queue_name
     return k.V1ObjectMeta(
         name=name or shape.name,
         namespace=options.namespace,
-        labels=labels(shape),
+        labels=found,
         annotations={"loom.dev/owner": shape.owner, **(annotations or {})},
     )
 
@@ -465,7 +492,7 @@ def trainjob(shape: JobShape, options: KubeOptions) -> dict[str, Any]:
         kind="TrainJob",
         metadata=typed(
             t.IoK8sApimachineryPkgApisMetaV1ObjectMeta,
-            _meta(shape, options, annotations=_policy_note(shape)),
+            _meta(shape, options, annotations=_policy_note(shape), queued=True),
         ),
         spec=t.TrainerV1alpha1TrainJobSpec(
             runtime_ref=t.TrainerV1alpha1RuntimeRef(

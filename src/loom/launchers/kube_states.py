@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loom.domain.errors import ErrorCode
+from loom.kube.objects import HALTED
 from loom.launchers.base import LearnerStatus, Liveness
 
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
@@ -50,10 +51,17 @@ def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
     return None
 
 
+def halted_by_loom(workload: dict[str, Any]) -> bool:
+    return ((workload.get("metadata") or {}).get("annotations") or {}).get(HALTED) == "true"
+
+
 def workload_ended(workload: dict[str, Any]) -> str | None:
-    """Why the attempt's Job or TrainJob has stopped (failed, or suspended by a halt)."""
+    """Why the attempt's Job or TrainJob has stopped: failed, or suspended by Loom's halt (a
+    queue such as Kueue also suspends a workload, until it admits it: that is waiting)."""
     for kind in ("Failed", "Suspended"):
         found = condition(workload, kind)
+        if kind == "Suspended" and not halted_by_loom(workload):
+            continue
         if found is not None:
             detail = found.get("message") or found.get("reason") or ""
             return f"its Kubernetes {workload.get('kind', 'Job')} is {kind.lower()}" + (
@@ -77,12 +85,7 @@ def learner_status(
     if workload is None:
         return LearnerStatus(Liveness.NOT_STARTED, None, "its Kubernetes objects are gone")
     if pod is None:
-        ended = workload_ended(workload)
-        if ended is not None:
-            return LearnerStatus(Liveness.LOST, None, f"was stopped: {ended}")
-        if condition(workload, "Complete") is not None:  # its pod deleted since, by someone
-            return LearnerStatus(Liveness.LOST, None, "its pod is gone, and its outcome with it")
-        return pending("waiting for Kubernetes to create its pod")
+        return _no_pod(workload, now, pull_timeout_s)
     status = pod.get("status") or {}
     phase = status.get("phase", "Pending")
     if phase == "Pending":
@@ -90,6 +93,26 @@ def learner_status(
     if phase in ("Succeeded", "Failed"):
         return _ended_pod(pod)
     return LearnerStatus(Liveness.RUNNING)  # Running, or Unknown (its node not answering)
+
+
+def _no_pod(workload: dict[str, Any], now: float, timeout_s: float) -> LearnerStatus:
+    ended = workload_ended(workload)
+    if ended is not None:
+        return LearnerStatus(Liveness.LOST, None, f"was stopped: {ended}")
+    if condition(workload, "Complete") is not None:  # its pod deleted since, by someone
+        return LearnerStatus(Liveness.LOST, None, "its pod is gone, and its outcome with it")
+    kind = workload.get("kind", "Job")
+    if condition(workload, "Suspended") is not None or (workload.get("spec") or {}).get("suspend"):
+        return pending(f"queued in Kubernetes: its {kind} is suspended until a queue admits it")
+    meta = workload.get("metadata") or {}
+    since = now - (timestamp(meta.get("creationTimestamp")) or now)
+    if since > timeout_s:  # a quota, an admission webhook, a missing service account…
+        return _lost(
+            f"has no pod {since:.0f} s after its {kind} was made: Kubernetes could not create "
+            f"it (see `kubectl -n {meta.get('namespace', '…')} describe "
+            f"{kind.lower()} {meta.get('name', '…')}`)"
+        )
+    return pending("waiting for Kubernetes to create its pod")
 
 
 def _container(pod: dict[str, Any]) -> dict[str, Any]:
@@ -105,16 +128,28 @@ def _pending_pod(pod: dict[str, Any], now: float, pull_timeout_s: float) -> Lear
             return pending(f"queued in Kubernetes: {why}")
     waiting = (_container(pod).get("state") or {}).get("waiting") or {}
     reason, detail = str(waiting.get("reason") or ""), str(waiting.get("message") or "")
-    created = timestamp((pod.get("metadata") or {}).get("creationTimestamp")) or now
+    created = _scheduled_at(pod) or now
     image = (_container(pod).get("image")) or "its image"
     if reason in FATAL_WAITING:
         return _lost(f"could not start: {FATAL_WAITING[reason]} ({reason}: {detail})")
     if reason in PULLING or reason == CONFIG:
         doing = f"pulling {image} fails" if reason in PULLING else "its container's config fails"
         if now - created > pull_timeout_s:
-            return _lost(f"could not start: {doing} for {now - created:.0f} s ({reason}: {detail})")
+            said = f"could not start: {doing} for {now - created:.0f} s since it was scheduled"
+            return _lost(f"{said} ({reason}: {detail})")
         return pending(f"starting in Kubernetes: {doing}, retrying ({reason}: {detail})")
     return pending(f"starting in Kubernetes ({reason or 'scheduled'})")
+
+
+def _scheduled_at(pod: dict[str, Any]) -> float | None:
+    """When the pod got its node (a pull or a start is timed from then, not from a wait in
+    the scheduler's queue), else when it was made."""
+    for found in (pod.get("status") or {}).get("conditions") or []:
+        if found.get("type") == "PodScheduled" and found.get("status") == "True":
+            at = timestamp(found.get("lastTransitionTime"))
+            if at is not None:
+                return at
+    return timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 def _ended_pod(pod: dict[str, Any]) -> LearnerStatus:

@@ -13,6 +13,7 @@ imported here only, and its errors are translated at `ClusterApi`'s boundary.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 import time
@@ -71,6 +72,8 @@ def _translated(doing: str) -> Iterator[None]:
     except Exception as exc:
         status = getattr(exc, "status", None)
         detail = getattr(exc, "summary", None) or getattr(exc, "reason", None) or exc
+        if callable(detail):  # the dynamic client's errors: `summary()` is the API's message
+            detail = detail()
         where = f" ({status})" if status else ""
         raise LaunchError(f"Kubernetes could not {doing}{where}: {detail}") from exc
 
@@ -130,8 +133,8 @@ class ClusterApi:
         from kubernetes.dynamic.exceptions import NotFoundError
 
         options: dict[str, Any] = {"propagationPolicy": "Background"}
-        if grace_s is not None:
-            options["gracePeriodSeconds"] = int(grace_s)
+        if grace_s is not None:  # 0 would force the deletion: the object goes, not the process
+            options["gracePeriodSeconds"] = max(math.ceil(grace_s), 1)
         try:
             with _translated(f"delete {kind} {name}"):
                 self._client.delete(
@@ -202,6 +205,7 @@ def shape_of(learners: list[LearnerLaunch]) -> JobShape:
         ),
         restart_policy=str(restart.get("policy", "Never")),
         max_restarts=int(restart.get("max_restarts", 0)),
+        storage=int(spec.get("storage_limit") or 0) or None,
     )
 
 
@@ -244,6 +248,24 @@ class KubernetesLauncher:
 
     def _workload(self) -> tuple[str, str]:
         return TRAINJOB if self.kind() == "trainjob" else JOB
+
+    def _kinds(self) -> list[tuple[str, str]]:
+        """Where an attempt's workload may be: this launcher's kind first, then the other (an
+        attempt launched before Trainer was installed, or removed)."""
+        first = self._workload()
+        return [first, JOB if first == TRAINJOB else TRAINJOB]
+
+    def _find(self, name: str) -> tuple[tuple[str, str], dict[str, Any]] | None:
+        for kind in self._kinds():
+            try:
+                found = self.api.get(*kind, name)
+            except LaunchError:
+                if kind == TRAINJOB and kind != self._workload():
+                    continue  # no TrainJobs served: none to find
+                raise
+            if found is not None:
+                return kind, found
+        return None
 
     def capacity(self) -> Resources:
         """The settings' figures, else the allocatable of the cluster's ready, schedulable
@@ -304,6 +326,14 @@ class KubernetesLauncher:
             if "(409)" not in exc.message:
                 raise
         name = obj["metadata"]["name"]
+        there = self.api.get(obj["apiVersion"], obj["kind"], name) or {}
+        mine = {objects.LABEL_JOB, objects.LABEL_ATTEMPT}
+        theirs = (there.get("metadata") or {}).get("labels") or {}
+        if any(theirs.get(key) != obj["metadata"]["labels"][key] for key in mine):
+            raise LaunchError(
+                f"a {obj['kind']} named {name} is in namespace {self.options.namespace} and is "
+                "not this job's: Loom leaves it alone"
+            )
         self.api.delete(obj["apiVersion"], obj["kind"], name, 0)
         for _ in range(50):  # deletion is asynchronous
             if self.api.get(obj["apiVersion"], obj["kind"], name) is None:
@@ -334,8 +364,8 @@ class KubernetesLauncher:
         now = time.monotonic()
         if cached is not None and now - cached.at < VIEW_TTL_S:
             return cached
-        name = objects.object_name(job, attempt)
-        workload = self.api.get(*self._workload(), name)
+        found = self._find(objects.object_name(job, attempt))
+        workload = found[1] if found else None
         pods = self.api.listing(*POD, objects.selector(job, attempt)) if workload else []
         view = _View(now, workload, _by_index(pods))
         with self._lock:
@@ -351,9 +381,14 @@ class KubernetesLauncher:
         that grace: its wrapper gets SIGTERM, halts the command and reports."""
         job, attempt, learner = _names(handle)
         name = objects.object_name(job, attempt)
+        halt = {"metadata": {"annotations": {objects.HALTED: "true"}}, "spec": {"suspend": True}}
         try:
-            if self.api.get(*self._workload(), name) is not None:
-                self.api.patch(*self._workload(), name, {"spec": {"suspend": True}})
+            found = self._find(name)
+            if found is not None:
+                self.api.patch(*found[0], name, halt)
+        except LaunchError as exc:
+            log.warning("suspending %s: %s", name, exc.message)
+        try:
             for pod in self.api.listing(*POD, objects.selector(job, attempt)):
                 if _index(pod) == learner - 1:
                     self.api.delete(*POD, pod["metadata"]["name"], grace_s)
@@ -371,12 +406,12 @@ class KubernetesLauncher:
             return
         job, attempt, _ = _names(handles[0])
         name = objects.object_name(job, attempt)
-        try:
-            self.api.delete(*self._workload(), name)
-            for api_version, kind in PARTS:
+        for api_version, kind in [*self._kinds(), *PARTS]:
+            try:
                 self.api.delete(api_version, kind, name)
-        except LaunchError as exc:
-            log.warning("releasing %s: %s", name, exc.message)
+            except LaunchError as exc:
+                if kind != "TrainJob" or self.kind() == "trainjob":  # none served: none there
+                    log.warning("releasing %s: %s", name, exc.message)
         self._forget(job, attempt)
 
     def close(self) -> None:

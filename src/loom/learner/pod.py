@@ -33,6 +33,7 @@ CREDENTIALS = CREDENTIALS_ENV
 TERMINATION_LOG = "/dev/termination-log"  # LOOM_POD_TERMINATION_LOG elsewhere (tests)
 MESSAGE_LIMIT = 4096  # what Kubernetes keeps of a termination message
 PR_SET_DUMPABLE = 4
+FINAL = ("COMPLETED", "FAILED", "HALTED")
 
 
 def not_dumpable() -> bool:
@@ -89,18 +90,20 @@ def learner_spec(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
     return spec
 
 
-def termination_message(status_file: Path, target: Path) -> None:
-    """The wrapper's last status, as Kubernetes keeps it for the launcher."""
+def termination_message(status_file: Path, target: Path) -> bool:
+    """The wrapper's last status, as Kubernetes keeps it for the launcher; whether it was a
+    final one."""
     try:
         text = status_file.read_text()
-    except OSError:
-        return
-    if len(text.encode()) > MESSAGE_LIMIT:  # keep the outcome, cut the message
         status = json.loads(text)
+    except (OSError, ValueError):
+        return False
+    if len(text.encode()) > MESSAGE_LIMIT:  # keep the outcome, cut the message
         status["message"] = str(status.get("message", ""))[-1000:]
         text = json.dumps(status)[:MESSAGE_LIMIT]
     with contextlib.suppress(OSError):
         target.write_text(text)
+    return status.get("state") in FINAL
 
 
 def main() -> int:
@@ -113,10 +116,14 @@ def main() -> int:
     spec_file = private / "spec.json"
     spec_file.write_text(json.dumps(spec))
     try:
-        return run_spec(str(spec_file), token, secrets)
+        code = run_spec(str(spec_file), token, secrets)
     finally:
         target = os.environ.get("LOOM_POD_TERMINATION_LOG", TERMINATION_LOG)
-        termination_message(Path(spec["status_file"]), Path(target))
+        told = termination_message(Path(spec["status_file"]), Path(target))
+    # An outcome told (even FAILED) is this pod's work done: a non-zero exit would have a
+    # TrainJob's JobSet (restartPolicy OnFailure) run the learner again in place. The outcome
+    # is Loom's to act on, per gang; only a wrapper that could not tell one exits non-zero.
+    return 0 if told else code
 
 
 if __name__ == "__main__":
