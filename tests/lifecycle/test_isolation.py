@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from loom.domain.errors import PlatformError
@@ -32,3 +34,30 @@ def test_a_closed_engine_or_another_launcher_changes_nothing() -> None:
 def test_a_platform_told_to_sandbox_refuses_to_start() -> None:
     with pytest.raises(PlatformError, match="LOOM_ISOLATION=sandbox, but the Ray cluster"):
         with_launcher(CONFINED, Settings(isolation="sandbox"), Cluster(OPEN))
+
+
+def test_on_kubernetes_learners_are_pods_and_replicas_need_a_sandbox_here() -> None:
+    from loom.lifecycle.isolation import decide
+    from loom.sandbox.probe import Support
+
+    kube = Settings(launcher="kubernetes")
+    cannot = decide(kube, Support(False, "not running as root", "no cgroups"))
+    assert cannot.confined and not cannot.single_user  # learners: each its own pod
+    assert cannot.replicas_unconfined == "not running as root"  # deployments are refused
+    assert "learners are Kubernetes pods" in cannot.description
+    can = decide(kube, Support(True, "bubblewrap", "cgroup v2", "/usr/bin/bwrap"))
+    assert can.replicas_unconfined is None and can.bwrap == "/usr/bin/bwrap"
+    local = decide(Settings(), Support(False, "not running as root", "no cgroups"))
+    assert local.single_user and local.replicas_unconfined is None
+
+
+def test_deployments_are_refused_where_replicas_cannot_be_confined(tmp_path: Path) -> None:
+    from loom.domain.errors import Conflict
+    from loom.serving.deployments import Deployments, Scaling
+    from loom.store.db import Database, migrate
+
+    db = Database(f"sqlite:///{tmp_path / 'loom.db'}")
+    migrate(db.engine)
+    refusing = Deployments(db, None, tmp_path, unconfined="not running as root")  # type: ignore[arg-type]
+    with pytest.raises(Conflict, match=r"cannot sandbox serving replicas \(not running as root\)"):
+        refusing.create("owner", "digits", "digits", "1", Scaling(), None)

@@ -217,7 +217,16 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     lifecycle = LifecycleManager(settings, db, launcher, artifacts, tds, keys, registry, observed)
     tls = Tls(*(str(path) for path in settings.tls)) if settings.tls else None
     ray = (settings.ray_address, settings.ray_namespace) if settings.launcher == "ray" else None
-    deployments = Deployments(db, registry, home, settings.serving_host, tls, policy, ray)
+    deployments = Deployments(
+        db,
+        registry,
+        home,
+        settings.serving_host,
+        tls,
+        policy,
+        ray,
+        unconfined=isolation.replicas_unconfined,
+    )
     server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
     leadership = Leadership(
         db, server_id, settings.api_url, settings.leader_ttl_s, lambda: None, lambda: None

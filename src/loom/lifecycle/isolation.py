@@ -26,6 +26,9 @@ class Isolation:
     single_user: bool = False
     cgroups: bool = False
     bwrap: str | None = None
+    # Why serving replicas cannot be confined where learners are (on Kubernetes: the platform's
+    # pod cannot sandbox them); deployments are then refused rather than run unconfined.
+    replicas_unconfined: str | None = None
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -77,6 +80,7 @@ def _pods(found: Support) -> Isolation:
         f"learners are Kubernetes pods, each confined to its own job; {replicas}",
         cgroups=found.sandbox and found.cgroups.startswith("cgroup v"),
         bwrap=found.bwrap if found.sandbox else None,
+        replicas_unconfined=None if found.sandbox else found.reason,
     )
 
 

@@ -81,8 +81,10 @@ class Deployments:
         tls: Tls | None = None,
         sandbox: SandboxPolicy | None = None,
         ray: tuple[str, str] | None = None,
+        unconfined: str | None = None,
     ) -> None:
         self.db = db
+        self.unconfined = unconfined  # why replicas could not be sandboxed here: none are made
         self.ray = ray  # (address, namespace): replicas on that Ray cluster's nodes
         self.sandbox = sandbox or SandboxPolicy()
         self.registry = registry
@@ -109,6 +111,11 @@ class Deployments:
         public: bool = False,
         grpc_port: int | None = None,
     ) -> dict[str, Any]:
+        if self.unconfined is not None:
+            raise Conflict(
+                f"this platform cannot sandbox serving replicas ({self.unconfined}), and will "
+                "not run a model server with its rights; LOOM_ISOLATION=off accepts that"
+            )
         scaling = scaling.checked()
         version = self.registry.version(owner, model, ref)
         now = time.time()
