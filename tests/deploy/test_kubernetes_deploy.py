@@ -23,6 +23,7 @@ from loom.launchers.base import LearnerLaunch
 from loom.launchers.kubernetes import INDEX_KEY, KubernetesLauncher
 from loom.settings import Settings
 from tests.conftest import ROOT
+from tests.kube import crd
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 DOCS = ROOT / "docs" / "kubernetes.md"
@@ -103,7 +104,11 @@ def test_the_deployment_has_its_objects() -> None:
 
 @pytest.mark.parametrize(("where", "doc"), documents(), ids=[w for w, _ in documents()])
 def test_every_object_is_valid_for_kubernetes_1_37(where: str, doc: dict[str, Any]) -> None:
-    """Each object validates against Kubernetes 1.37's schema, strictly (no unknown field)."""
+    """Each object validates against Kubernetes 1.37's schema, strictly (no unknown field);
+    Kubeflow Trainer's against its CRD's schema, as strictly."""
+    if doc["apiVersion"].startswith("trainer.kubeflow.org/"):
+        crd.validate(doc)
+        return
     kubernetes_validate.validate(doc, VERSION, strict=True)
 
 
@@ -525,3 +530,30 @@ def test_platform_port_is_open_and_the_database_only_to_the_platform() -> None:
     [rule] = database["spec"]["ingress"]
     [peer] = rule["from"]
     assert peer["podSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_looms_runtime_restarts_nothing_and_mounts_no_token() -> None:
+    """Loom restarts per gang: the runtime it offers TrainJobs never restarts a learner itself,
+    and gives its pods what a TrainJob's patch cannot."""
+    runtime = one("ClusterTrainingRuntime", "loom-distributed")
+    spec = runtime["spec"]["template"]["spec"]
+    assert spec["failurePolicy"]["maxRestarts"] == 0
+    (node,) = spec["replicatedJobs"]
+    assert node["name"] == "node"  # what the launcher's runtime patch names
+    labels = node["template"]["metadata"]["labels"]
+    assert labels["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
+    assert node["template"]["spec"]["backoffLimit"] == 0
+    pod = node["template"]["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["enableServiceLinks"] is False
+    assert pod["containers"][0]["name"] == "node"
+
+
+def test_a_field_trainers_schema_does_not_know_is_refused() -> None:
+    import jsonschema
+
+    runtime = copy.deepcopy(one("ClusterTrainingRuntime", "loom-distributed"))
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["replica"] = 2  # a typo
+    with pytest.raises(jsonschema.ValidationError, match="replica"):
+        crd.validate(runtime)

@@ -4,33 +4,20 @@ schema, for every framework, with and without GPUs, with 1 and 4 learners."""
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
-import jsonschema
 import kubernetes_validate
 import pytest
-import yaml
 
 from loom.domain.resources import Resources
 from loom.kube.objects import JobShape, KubeOptions, host_pattern, object_name, render
-from tests.conftest import ROOT
+from tests.kube import crd
 
-CRDS = ROOT.parent / "shared" / "kubernetes"
 FRAMEWORKS = ["pytorch", "tensorflow", "jax", "horovod"]
 VERSION = "1.37.0"
 TOKEN = "job-token-that-must-stay-in-the-secret"
 PASSWORD = "data-store-password-too"
-
-
-@functools.cache
-def crd_schema(name: str) -> dict[str, Any]:
-    path = CRDS / f"trainer.kubeflow.org_{name}.yaml"
-    if not path.exists():
-        pytest.skip(f"Kubeflow Trainer's CRDs are not at {CRDS}")
-    crd = yaml.safe_load(path.read_text())
-    return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
 
 def shape(framework: str, learners: int, gpus: int) -> JobShape:
@@ -48,7 +35,7 @@ def shape(framework: str, learners: int, gpus: int) -> JobShape:
 
 def validate(obj: dict[str, Any]) -> None:
     if obj["kind"] == "TrainJob":
-        jsonschema.validate(obj, crd_schema("trainjobs"))
+        crd.validate(obj)
     else:
         kubernetes_validate.validate(obj, VERSION, strict=True)
 
