@@ -65,11 +65,13 @@ class PodEmulator:
             self.objects[key] = made
         if obj["kind"] == "Job":
             self._start_pods(made)
+        elif obj["kind"] == "TrainJob":  # as Trainer's JobSet would: one indexed job of nodes
+            self._start_pods(_trainjob_as_job(made), trainer=True)
         return copy.deepcopy(made)
 
     def get(self, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
-        if kind == "Job":
-            self._settle(name)
+        if kind in WORKLOADS:
+            self._settle(kind, name)
         with self.lock:
             found = self.objects.get((kind, name))
             return copy.deepcopy(found) if found else None
@@ -78,8 +80,8 @@ class PodEmulator:
         with self.lock:
             found = self.objects[(kind, name)]
             _merge(found, body)
-            if kind == "Job" and (body.get("spec") or {}).get("suspend"):
-                _set_condition(found, "Suspended", "JobSuspended")
+            if kind in WORKLOADS and (body.get("spec") or {}).get("suspend"):
+                _set_condition(found, "Suspended", "Suspended")
 
     def delete(self, api_version: str, kind: str, name: str, grace_s: float | None = None) -> None:
         if kind == "Pod":
@@ -87,7 +89,7 @@ class PodEmulator:
             return
         with self.lock:
             gone = self.objects.pop((kind, name), None)
-        if gone is not None and kind == "Job":
+        if gone is not None and kind in WORKLOADS:
             for pod in [p for p in self.pods if self.pods[p]["job"] == name]:
                 self._kill(pod, 0.0)
                 self.pods.pop(pod, None)
@@ -112,7 +114,7 @@ class PodEmulator:
         return None
 
     # -- the pods ----------------------------------------------------------------------------
-    def _start_pods(self, job: dict[str, Any]) -> None:
+    def _start_pods(self, job: dict[str, Any], trainer: bool = False) -> None:
         name = job["metadata"]["name"]
         template = job["spec"]["template"]
         container = template["spec"]["containers"][0]
@@ -143,6 +145,7 @@ class PodEmulator:
                 LOOM_POD_TERMINATION_LOG=str(folder / "termination-log"),
                 LOOM_POD_HOSTS="127.0.0.1",  # no cluster DNS here: the gang is on loopback
                 PET_MASTER_PORT=str(master_port),
+                **({"PET_MASTER_ADDR": "127.0.0.1"} if trainer else {}),  # torch's runtime
                 HOME=str(folder / "scratch"),
                 PYTHONPATH=os.pathsep.join(sys.path),
             )
@@ -216,11 +219,11 @@ class PodEmulator:
 
         threading.Thread(target=later, daemon=True).start()
 
-    def _settle(self, name: str) -> None:
+    def _settle(self, kind: str, name: str) -> None:
         """A Job whose pods have all ended is Complete, or Failed at the first failure
         (its podFailurePolicy), which stops the others as Kubernetes does."""
         with self.lock:
-            job = self.objects.get(("Job", name))
+            job = self.objects.get((kind, name))
             pods = [p for p in self.pods.values() if p["job"] == name]
         if job is None:
             return
@@ -238,6 +241,29 @@ class PodEmulator:
         for name in list(self.pods):
             self._kill(name, 0.0)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+WORKLOADS = ("Job", "TrainJob")
+
+
+def _trainjob_as_job(trainjob: dict[str, Any]) -> dict[str, Any]:
+    """The pods a TrainJob's runtime makes: the runtime patch's pod spec and labels, with the
+    trainer's image, command, environment and resources in its `node` container."""
+    spec = trainjob["spec"]
+    patch = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
+    pod = copy.deepcopy(patch["replicatedJobs"][0]["template"]["spec"]["template"])
+    trainer = spec["trainer"]
+    (node,) = pod["spec"]["containers"]
+    node.update(
+        image=trainer["image"],
+        command=trainer["command"],
+        env=trainer["env"],
+        resources=trainer["resourcesPerNode"],
+    )
+    return {
+        "metadata": trainjob["metadata"],
+        "spec": {"completions": trainer["numNodes"], "template": pod},
+    }
 
 
 def _matches(labels: dict[str, str], wanted: dict[str, str]) -> bool:
@@ -283,8 +309,9 @@ def main() -> None:
     os.umask(0o077)
     settings = Settings(port=args.port, launcher="kubernetes")
     emulator = PodEmulator(settings.home_dir.parent / f"{settings.home_dir.name}-pods")
+    emulator.trainjobs = settings.kube_kind == "trainjob"  # a cluster with Trainer v2
     launcher = KubernetesLauncher(
-        emulator, KubeOptions(halt_grace_s=settings.halt_grace_s), kind="job"
+        emulator, KubeOptions(halt_grace_s=settings.halt_grace_s), kind=settings.kube_kind
     )
     app = create_app(settings, launcher=launcher)
     settings.home_dir.mkdir(parents=True, exist_ok=True)

@@ -18,11 +18,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, database_free]
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
 
 
-@pytest.fixture(scope="module")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    home = tmp_path_factory.mktemp("kube") / "home"
+@pytest.fixture(scope="module", params=["job", "trainjob"])
+def platform(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """A platform whose jobs become indexed Jobs, then one whose jobs become TrainJobs (their
+    pods made from the TrainJob's trainer and runtime patch, as Trainer's JobSet would)."""
+    home = tmp_path_factory.mktemp(f"kube-{request.param}") / "home"
     server = Server(
-        home, module="tests.launchers.kube_emulator", LOOM_LEARNER_CHECKPOINT_SYNC_S="1"
+        home,
+        module="tests.launchers.kube_emulator",
+        LOOM_LEARNER_CHECKPOINT_SYNC_S="1",
+        LOOM_KUBE_KIND=request.param,
     ).start()
     yield server
     server.stop()
