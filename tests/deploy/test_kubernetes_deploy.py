@@ -192,6 +192,7 @@ class RecordingApi:
         self.trainjobs = trainjobs
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.calls: set[tuple[str, str, str]] = set()
+        self.pods = True
 
     def _note(self, api_version: str, kind: str, verb: str) -> None:
         group = api_version.rpartition("/")[0]
@@ -225,10 +226,14 @@ class RecordingApi:
             "metadata": {"name": "learner-pod", "labels": {INDEX_KEY: "0"}},
             "status": {"phase": "Running"},
         }
-        return [pod] if kind == "Pod" else []
+        return [pod] if kind == "Pod" and self.pods else []
 
     def served(self, api_version: str, kind: str) -> bool:
         return self.trainjobs  # API discovery: every authenticated account may ask
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        self.calls.add(("", "events", "list"))
+        return []
 
     def nodes(self) -> list[dict[str, Any]] | None:
         self.calls.add(("", "nodes", "list"))
@@ -257,6 +262,10 @@ def launcher_calls() -> set[tuple[str, str, str]]:
         launcher.launch([learner])
         launcher.launch([learner])  # over what a launch the platform did not finish left
         launcher.status(handle)
+        api.pods = False  # a workload that has made no pod yet: its events say why
+        launcher._forget("training-abc123def0", 1)
+        launcher.status(handle)
+        api.pods = True
         launcher.terminate(handle, 5.0)
         launcher.release([handle])
         launcher.capacity()

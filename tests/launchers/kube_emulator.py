@@ -113,6 +113,9 @@ class PodEmulator:
     def nodes(self) -> list[dict[str, Any]] | None:
         return None
 
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return []
+
     # -- the pods ----------------------------------------------------------------------------
     def _start_pods(self, job: dict[str, Any], trainer: bool = False) -> None:
         name = job["metadata"]["name"]

@@ -160,6 +160,25 @@ def test_a_job_that_never_gets_its_pods_fails_with_where_to_look() -> None:
     assert "kubectl -n loom-jobs describe job loom-training-abc123def0-a1" in found.reason
 
 
+def test_a_job_that_cannot_make_its_pod_says_why_from_its_events() -> None:
+    events = recorded()["events"]["job_failed_create"]
+    now = learner_status(
+        workload("job_active"), None, now=CREATED + 60, pull_timeout_s=300.0, events=events
+    )
+    assert now.liveness == Liveness.RUNNING
+    assert now.report is not None
+    assert now.report["message"].startswith(
+        "waiting for Kubernetes to create its pod (FailedCreate: Error creating: pods"
+    )
+    assert "exceeded quota: gpu-quota" in now.report["message"]
+    later = learner_status(
+        workload("job_active"), None, now=CREATED + 301, pull_timeout_s=300.0, events=events
+    )
+    assert later.liveness == Liveness.LOST
+    assert later.reason is not None and "exceeded quota: gpu-quota" in later.reason
+    assert "kubectl" not in later.reason  # Kubernetes' own reason replaces the hint
+
+
 def test_a_pod_gone_from_a_complete_job_is_lost() -> None:
     complete = workload("job_active")
     complete["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}

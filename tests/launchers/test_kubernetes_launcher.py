@@ -30,6 +30,7 @@ class MemoryApi:
         self.pods: list[dict[str, Any]] = []
         self.node_list: list[dict[str, Any]] | None = None
         self.broken = False
+        self.event_list: list[dict[str, Any]] = []
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         key = (obj["kind"], obj["metadata"]["name"])
@@ -65,6 +66,10 @@ class MemoryApi:
 
     def nodes(self) -> list[dict[str, Any]] | None:
         return self.node_list
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        self.calls.append(("events", name))
+        return [e for e in self.event_list if e["involvedObject"]["name"] == name]
 
 
 def launches(learners: int = 2, attempt: int = 1) -> list[LearnerLaunch]:
@@ -157,6 +162,31 @@ def test_status_reads_the_attempts_pods_once_for_all_its_learners() -> None:
     assert first.liveness == Liveness.RUNNING and first.report is None
     assert second.report is not None and second.report["state"] == "PENDING"
     assert sum(1 for call in api.calls if call[0] == "list") == 1
+
+
+def test_a_job_without_pods_is_explained_by_its_events() -> None:
+    api = MemoryApi()
+    launcher = KubernetesLauncher(api, KubeOptions())
+    launcher.launch(launches())
+    name = f"loom-{JOB}-a1"
+    api.event_list = [
+        {
+            "involvedObject": {"kind": "Job", "name": name},
+            "type": "Warning",
+            "reason": "FailedCreate",
+            "message": 'Error creating: pods is forbidden: serviceaccount "loom-learner" not found',
+            "lastTimestamp": "2026-11-25T10:00:02Z",
+        }
+    ]
+    found = launcher.status(launches()[0].handle)
+    assert found.report is not None
+    assert 'serviceaccount "loom-learner" not found' in found.report["message"]
+    assert ("events", name) in api.calls
+    api.pods = [pod(0), pod(1)]
+    launcher._forget(JOB, 1)
+    api.calls.clear()
+    launcher.status(launches()[0].handle)
+    assert not [call for call in api.calls if call[0] == "events"]  # pods there: not asked
 
 
 def test_an_unreachable_api_ends_nobody() -> None:

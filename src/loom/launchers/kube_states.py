@@ -80,12 +80,13 @@ def learner_status(
     *,
     now: float,
     pull_timeout_s: float,
+    events: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
 ) -> LearnerStatus:
     """One learner's liveness from its attempt's workload and its pod (None: not there)."""
     if workload is None:
         return LearnerStatus(Liveness.NOT_STARTED, None, "its Kubernetes objects are gone")
     if pod is None:
-        return _no_pod(workload, now, pull_timeout_s)
+        return _no_pod(workload, now, pull_timeout_s, latest_warning(events))
     status = pod.get("status") or {}
     phase = status.get("phase", "Pending")
     if phase == "Pending":
@@ -95,7 +96,23 @@ def learner_status(
     return LearnerStatus(Liveness.RUNNING)  # Running, or Unknown (its node not answering)
 
 
-def _no_pod(workload: dict[str, Any], now: float, timeout_s: float) -> LearnerStatus:
+def latest_warning(events: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> str | None:
+    """The newest Warning event, as Kubernetes says it ("FailedCreate: pods … is forbidden:
+    exceeded quota: …")."""
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    if not warnings:
+        return None
+
+    def when(event: dict[str, Any]) -> str:
+        return str(event.get("lastTimestamp") or event.get("eventTime") or "")
+
+    newest = max(warnings, key=when)
+    return f"{newest.get('reason', 'Warning')}: {newest.get('message', '')}".rstrip(": ")
+
+
+def _no_pod(
+    workload: dict[str, Any], now: float, timeout_s: float, why: str | None
+) -> LearnerStatus:
     ended = workload_ended(workload)
     if ended is not None:
         return LearnerStatus(Liveness.LOST, None, f"was stopped: {ended}")
@@ -107,11 +124,16 @@ def _no_pod(workload: dict[str, Any], now: float, timeout_s: float) -> LearnerSt
     meta = workload.get("metadata") or {}
     since = now - (timestamp(meta.get("creationTimestamp")) or now)
     if since > timeout_s:  # a quota, an admission webhook, a missing service account…
+        said = why or (
+            f"see `kubectl -n {meta.get('namespace', '…')} describe "
+            f"{kind.lower()} {meta.get('name', '…')}`"
+        )
         return _lost(
             f"has no pod {since:.0f} s after its {kind} was made: Kubernetes could not create "
-            f"it (see `kubectl -n {meta.get('namespace', '…')} describe "
-            f"{kind.lower()} {meta.get('name', '…')}`)"
+            f"it ({said})"
         )
+    if why is not None:
+        return pending(f"waiting for Kubernetes to create its pod ({why})")
     return pending("waiting for Kubernetes to create its pod")
 
 

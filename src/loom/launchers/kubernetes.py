@@ -61,6 +61,10 @@ class KubeApi(Protocol):
 
     def nodes(self) -> list[dict[str, Any]] | None: ...
 
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The events about the object of that name (why a Job made no pod, say)."""
+        ...
+
 
 @contextmanager
 def _translated(doing: str) -> Iterator[None]:
@@ -160,6 +164,15 @@ class ClusterApi:
             return False
         return True
 
+    def events(self, name: str) -> list[dict[str, Any]]:
+        with _translated(f"list the events of {name}"):
+            found = self._client.get(
+                self._kind("v1", "Event"),
+                namespace=self.namespace,
+                field_selector=f"involvedObject.name={name}",
+            )
+        return [dict(item) for item in found.to_dict().get("items", [])]
+
     def nodes(self) -> list[dict[str, Any]] | None:
         """The cluster's nodes, where the platform may read them (an optional ClusterRole)."""
         try:
@@ -179,6 +192,7 @@ class _View:
     at: float
     workload: dict[str, Any] | None
     pods: dict[int, dict[str, Any]]
+    events: tuple[dict[str, Any], ...] = ()  # about the workload, while it has no pod
 
 
 def _names(handle: str) -> tuple[str, int, int]:
@@ -354,6 +368,7 @@ class KubernetesLauncher:
             view.pods.get(learner - 1),
             now=self._clock(),
             pull_timeout_s=self.pull_timeout_s,
+            events=view.events,
         )
 
     def _view(self, job: str, attempt: int) -> _View:
@@ -364,13 +379,25 @@ class KubernetesLauncher:
         now = time.monotonic()
         if cached is not None and now - cached.at < VIEW_TTL_S:
             return cached
-        found = self._find(objects.object_name(job, attempt))
+        name = objects.object_name(job, attempt)
+        found = self._find(name)
         workload = found[1] if found else None
         pods = self.api.listing(*POD, objects.selector(job, attempt)) if workload else []
-        view = _View(now, workload, _by_index(pods))
+        events = self._events(name, found[0]) if found and not pods else ()
+        view = _View(now, workload, _by_index(pods), events)
         with self._lock:
             self._views[key] = view
         return view
+
+    def _events(self, name: str, kind: tuple[str, str]) -> tuple[dict[str, Any], ...]:
+        """Why a workload has no pod, where Kubernetes said it: its Job's events (a TrainJob's
+        are on its JobSet's job, NAME-node-0). Not readable (no right): none."""
+        names = [name, f"{name}-{objects.TRAINJOB_NODE}-0"] if kind == TRAINJOB else [name]
+        try:
+            return tuple(event for each in names for event in self.api.events(each))
+        except LaunchError as exc:
+            log.info("the events of %s cannot be read: %s", name, exc.message)
+            return ()
 
     def _forget(self, job: str, attempt: int) -> None:
         with self._lock:
