@@ -26,7 +26,17 @@ UNLIMITED = {
     "LOOM_AUTH_FAILURES_PER_MIN": "1000000",
     "LOOM_AUTH_FAILURES_BURST": "1000000",
 }
-CHECKS = ["--checks", "all", "--exclude-checks", "positive_data_acceptance"]
+# `filter_too_much` is Hypothesis' own complaint that it discards too many generated values for
+# an operation (a token id's pattern, say): about the generator, not the server, and it came and
+# went from run to run.
+CHECKS = [
+    "--checks",
+    "all",
+    "--exclude-checks",
+    "positive_data_acceptance",
+    "--suppress-health-check",
+    "filter_too_much",
+]
 
 
 def schemathesis(server: Server, tmp_path: Path, *args: str, config: str = "") -> str:
