@@ -252,8 +252,10 @@ def test_capacity_is_the_ready_nodes_allocatable() -> None:
     ]
     assert launcher.capacity() == Resources(cpus=pytest.approx(7.8), memory=16 * 2**30, gpus=2)
     assert [node["alive"] for node in launcher.nodes()] == [True, True, False]
-    fixed = KubernetesLauncher(api, KubeOptions(), capacity=Resources(8, 2**30, 0))
+    fixed = KubernetesLauncher(api, KubeOptions(), cpus=8, memory=2**30, gpus=0)
     assert fixed.capacity() == Resources(8, 2**30, 0)
+    gpus_only = KubernetesLauncher(api, KubeOptions(), gpus=1)  # the rest from the nodes
+    assert gpus_only.capacity() == Resources(cpus=pytest.approx(7.8), memory=16 * 2**30, gpus=1)
 
 
 def test_a_handle_that_is_not_a_learners_is_refused() -> None:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
-from loom.domain.resources import Resources, parse_memory
+from loom.domain.resources import parse_memory
 from loom.hpo.service import Experiments
 from loom.launchers.base import Launcher
 from loom.launchers.confinement import SandboxPolicy
@@ -165,14 +165,6 @@ def kubernetes_launcher(settings: Settings) -> Launcher:
         queue_name=settings.kube_queue_name,
         tmp_bytes=settings.sandbox_tmp_mb * 2**20,
     )
-    given = (settings.cpus, settings.memory, settings.gpus)
-    capacity = None
-    if any(value is not None for value in given):  # the operator's figures, over the nodes'
-        capacity = Resources(
-            cpus=settings.cpus or 0.0,
-            memory=parse_memory(settings.memory) if settings.memory else 0,
-            gpus=settings.gpus or 0,
-        )
     api = ClusterApi(
         settings.kube_namespace, config_file=settings.kube_config, context=settings.kube_context
     )
@@ -180,7 +172,9 @@ def kubernetes_launcher(settings: Settings) -> Launcher:
         api,
         options,
         kind=settings.kube_kind,
-        capacity=capacity,
+        cpus=settings.cpus,  # each one the operator gives stands over the nodes' figure
+        memory=parse_memory(settings.memory) if settings.memory else None,
+        gpus=settings.gpus,
         pull_timeout_s=settings.kube_pull_timeout_s,
     )
 

@@ -234,7 +234,9 @@ class KubernetesLauncher:
         options: KubeOptions,
         *,
         kind: str = "auto",
-        capacity: Resources | None = None,
+        cpus: float | None = None,
+        memory: int | None = None,
+        gpus: int | None = None,
         pull_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -242,7 +244,7 @@ class KubernetesLauncher:
         self.options = options
         self._kind_setting = kind
         self._kind: objects.Kind | None = None
-        self._capacity = capacity
+        self._given = (cpus, memory, gpus)  # the operator's figures, each over the nodes'
         self.pull_timeout_s = pull_timeout_s
         self._clock = clock
         self._views: dict[tuple[str, int], _View] = {}
@@ -282,14 +284,19 @@ class KubernetesLauncher:
         return None
 
     def capacity(self) -> Resources:
-        """The settings' figures, else the allocatable of the cluster's ready, schedulable
-        nodes, else (nodes not readable) a bound so large that Kubernetes does the queueing."""
-        if self._capacity is not None:
-            return self._capacity
+        """Each of the settings' figures where given, else the allocatable of the cluster's
+        ready, schedulable nodes, else (nodes not readable) a bound so large that Kubernetes
+        does the queueing."""
+        cpus, memory, gpus = self._given
+        if cpus is not None and memory is not None and gpus is not None:
+            return Resources(cpus, memory, gpus)
         totals = [total for node, total in self._node_totals() if _usable(node)]
-        if not totals:
-            return UNKNOWN_CAPACITY
-        return sum(totals, Resources())
+        found = sum(totals, Resources()) if totals else UNKNOWN_CAPACITY
+        return Resources(
+            cpus=found.cpus if cpus is None else cpus,
+            memory=found.memory if memory is None else memory,
+            gpus=found.gpus if gpus is None else gpus,
+        )
 
     def nodes(self) -> list[dict[str, Any]]:
         """Each node, what it has for pods, and whether learners can go there."""
