@@ -2,11 +2,45 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from loom.domain.errors import LaunchError
 from loom.domain.resources import Resources
+
+# A learner's handle ends with its job, learner and attempt (the lifecycle's workspace folder):
+# what a cluster launcher names the engine's objects after.
+HANDLE = re.compile(r"/(?P<job>[^/]+)/learners/learner-(?P<learner>\d+)/attempt-(?P<attempt>\d+)$")
+
+
+def handle_parts(handle: str) -> tuple[str, int, int]:
+    """The job id, learner number and attempt number a handle stands for."""
+    found = HANDLE.search(handle)
+    if found is None:
+        raise LaunchError(f"not a learner handle: {handle!r}")
+    return found["job"], int(found["learner"]), int(found["attempt"])
+
+
+@contextmanager
+def translated(engine: str, doing: str) -> Iterator[None]:
+    """An engine's own errors, as the platform's: "Kubernetes could not create Job x (409):
+    …", with the engine's status and message where it gives them, never a trace."""
+    try:
+        yield
+    except LaunchError:
+        raise
+    except Exception as exc:
+        status = getattr(exc, "status", None)
+        detail: Any = getattr(exc, "summary", None) or getattr(exc, "reason", None)
+        if callable(detail):  # the Kubernetes dynamic client's `summary()`
+            detail = detail()
+        where = f" ({status})" if isinstance(status, int) else ""
+        said = detail or f"{type(exc).__name__}: {exc}"
+        raise LaunchError(f"{engine} could not {doing}{where}: {said}") from exc
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,12 +25,11 @@ from loom.domain.errors import LaunchError
 from loom.domain.resources import Resources, parse_memory
 from loom.kube import objects
 from loom.kube.objects import JobShape, KubeOptions
-from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
+from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness, handle_parts, translated
 from loom.launchers.kube_states import learner_status
 
 log = logging.getLogger("loom.launchers.kubernetes")
 
-HANDLE = re.compile(r"/(?P<job>[^/]+)/learners/learner-(?P<learner>\d+)/attempt-(?P<attempt>\d+)$")
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 VIEW_TTL_S = 1.0
 JOB = ("batch/v1", "Job")
@@ -66,22 +63,6 @@ class KubeApi(Protocol):
         ...
 
 
-@contextmanager
-def _translated(doing: str) -> Iterator[None]:
-    """The client's errors, as the platform's: the API's status and message, not a trace."""
-    try:
-        yield
-    except LaunchError:
-        raise
-    except Exception as exc:
-        status = getattr(exc, "status", None)
-        detail = getattr(exc, "summary", None) or getattr(exc, "reason", None) or exc
-        if callable(detail):  # the dynamic client's errors: `summary()` is the API's message
-            detail = detail()
-        where = f" ({status})" if status else ""
-        raise LaunchError(f"Kubernetes could not {doing}{where}: {detail}") from exc
-
-
 class ClusterApi:
     """`KubeApi` over the `kubernetes` client's dynamic client."""
 
@@ -92,7 +73,7 @@ class ClusterApi:
         from kubernetes.client import ApiClient
         from kubernetes.dynamic import DynamicClient
 
-        with _translated("load its configuration"):
+        with translated("Kubernetes", "load its configuration"):
             if config_file is None and _in_cluster():
                 kube_config.load_incluster_config()
             else:
@@ -105,7 +86,7 @@ class ClusterApi:
         return self._client.resources.get(api_version=api_version, kind=kind)
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        with _translated(f"create {obj['kind']} {obj['metadata']['name']}"):
+        with translated("Kubernetes", f"create {obj['kind']} {obj['metadata']['name']}"):
             made = self._client.create(
                 self._kind(obj["apiVersion"], obj["kind"]), body=obj, namespace=self.namespace
             )
@@ -115,7 +96,7 @@ class ClusterApi:
         from kubernetes.dynamic.exceptions import NotFoundError
 
         try:
-            with _translated(f"read {kind} {name}"):
+            with translated("Kubernetes", f"read {kind} {name}"):
                 found = self._client.get(self._kind(api_version, kind), name, self.namespace)
         except LaunchError as exc:
             if isinstance(exc.__cause__, NotFoundError):
@@ -124,7 +105,7 @@ class ClusterApi:
         return dict(found.to_dict())
 
     def patch(self, api_version: str, kind: str, name: str, body: dict[str, Any]) -> None:
-        with _translated(f"change {kind} {name}"):
+        with translated("Kubernetes", f"change {kind} {name}"):
             self._client.patch(
                 self._kind(api_version, kind),
                 body=body,
@@ -140,7 +121,7 @@ class ClusterApi:
         if grace_s is not None:  # 0 would force the deletion: the object goes, not the process
             options["gracePeriodSeconds"] = max(math.ceil(grace_s), 1)
         try:
-            with _translated(f"delete {kind} {name}"):
+            with translated("Kubernetes", f"delete {kind} {name}"):
                 self._client.delete(
                     self._kind(api_version, kind), name, self.namespace, body=options
                 )
@@ -149,7 +130,7 @@ class ClusterApi:
                 raise
 
     def listing(self, api_version: str, kind: str, selector: str) -> list[dict[str, Any]]:
-        with _translated(f"list {kind}s"):
+        with translated("Kubernetes", f"list {kind}s"):
             found = self._client.get(
                 self._kind(api_version, kind), namespace=self.namespace, label_selector=selector
             )
@@ -165,7 +146,7 @@ class ClusterApi:
         return True
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        with _translated(f"list the events of {name}"):
+        with translated("Kubernetes", f"list the events of {name}"):
             found = self._client.get(
                 self._kind("v1", "Event"),
                 namespace=self.namespace,
@@ -196,10 +177,8 @@ class _View:
 
 
 def _names(handle: str) -> tuple[str, int, int]:
-    found = HANDLE.search(handle)
-    if found is None:
-        raise LaunchError(f"not a learner handle: {handle!r}")
-    return found["job"], int(found["attempt"]), int(found["learner"])
+    job, learner, attempt = handle_parts(handle)
+    return job, attempt, learner
 
 
 def shape_of(learners: list[LearnerLaunch]) -> JobShape:

@@ -9,23 +9,19 @@ checkpoints and results go through the platform's API. Ray's errors are translat
 from __future__ import annotations
 
 import logging
-import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from loom.domain import placement as placement_rules
 from loom.domain.errors import LaunchError
 from loom.domain.learner_env import MPI, Gang, hostfile
 from loom.domain.resources import Resources
-from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
+from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness, handle_parts, translated
 from loom.launchers.confinement import SandboxPolicy
 from loom.launchers.ray_node import LearnerHost, gang_env
 
 log = logging.getLogger("loom.launchers.ray")
 
-HANDLE = re.compile(r"/(?P<job>[^/]+)/learners/learner-(?P<learner>\d+)/attempt-(?P<attempt>\d+)$")
 STRATEGIES = {
     "pack": "PACK",
     "spread": "SPREAD",
@@ -38,22 +34,9 @@ CALL_TIMEOUT_S = 10.0
 def _names(handle: str) -> tuple[str, str, str]:
     """The learner's actor name, its attempt's placement group name and its job, from its
     handle."""
-    found = HANDLE.search(handle)
-    if found is None:
-        raise LaunchError(f"not a learner handle: {handle!r}")
-    group = f"loom-{found['job']}-a{found['attempt']}"
-    return f"{group}-l{found['learner']}", group, found["job"]
-
-
-@contextmanager
-def _translated(doing: str) -> Iterator[None]:
-    """Ray's own errors, as the platform's."""
-    try:
-        yield
-    except LaunchError:
-        raise
-    except Exception as exc:
-        raise LaunchError(f"Ray could not {doing}: {type(exc).__name__}: {exc}") from exc
+    job, learner, attempt = handle_parts(handle)
+    group = f"loom-{job}-a{attempt}"
+    return f"{group}-l{learner}", group, job
 
 
 class RayLauncher:
@@ -70,7 +53,7 @@ class RayLauncher:
     ) -> None:
         import ray
 
-        with _translated(f"connect to the cluster at {address!r}"):
+        with translated("Ray", f"connect to the cluster at {address!r}"):
             ray.init(
                 address=address,
                 namespace=namespace,
@@ -102,7 +85,7 @@ class RayLauncher:
         other work holds (Loom's own gangs are counted by the scheduler, as on one machine)."""
         from ray.util import placement_group_table
 
-        with _translated("read the cluster's resources"):
+        with translated("Ray", "read the cluster's resources"):
             total = self._ray.cluster_resources()
             free = self._ray.available_resources()
             groups = placement_group_table()
@@ -149,7 +132,7 @@ class RayLauncher:
         """Each node as Ray lists it, with what it has and what is free on it."""
         from ray._private.state import state
 
-        with _translated("read the cluster's nodes"):
+        with translated("Ray", "read the cluster's nodes"):
             found = self._ray.nodes()
         try:
             free = state.available_resources_per_node()
@@ -173,7 +156,7 @@ class RayLauncher:
             self._start_host(_names(learner.handle)[0], group, i, learner)
             for i, learner in enumerate(learners)
         ]
-        with _translated("reach the learners' nodes"):
+        with translated("Ray", "reach the learners' nodes"):
             where = self._ray.get(
                 [host.where.remote(2 if i == 0 else 1) for i, host in enumerate(hosts)],
                 timeout=self.place_timeout_s,
@@ -197,7 +180,7 @@ class RayLauncher:
                     spec, learner.token, learner.secrets, hostfile(gang) if mpi else None
                 )
             )
-        with _translated("start the learners"):
+        with translated("Ray", "start the learners"):
             self._ray.get(started, timeout=self.place_timeout_s)
 
     def _place(self, name: str, learners: list[LearnerLaunch]) -> Any:
@@ -207,7 +190,7 @@ class RayLauncher:
         placement = str((spec.get("gang") or {}).get("placement", "pack"))
         bundles = [_bundle(learner.spec) for learner in learners]
         share = _resources(bundles[0])
-        with _translated("reserve the gang's resources"):
+        with translated("Ray", "reserve the gang's resources"):
             group = placement_group(
                 bundles,
                 strategy=STRATEGIES.get(placement, "PACK"),
@@ -228,7 +211,7 @@ class RayLauncher:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         bundle = _bundle(learner.spec)
-        with _translated("start a learner's actor"):
+        with translated("Ray", "start a learner's actor"):
             return self._host.options(
                 name=name,
                 lifetime="detached",
