@@ -11,14 +11,15 @@ preempted, its node lost) is a lost learner with Kubernetes' reason.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from loom.domain.errors import ErrorCode
+from loom.domain.states import TERMINAL_STATES
 from loom.kube.objects import HALTED
 from loom.launchers.base import LearnerStatus, Liveness
 
-FINAL = {"COMPLETED", "FAILED", "HALTED"}
 # Waiting reasons that never get better by themselves.
 FATAL_WAITING = {
     "InvalidImageName": "its image name is invalid",
@@ -80,7 +81,7 @@ def learner_status(
     *,
     now: float,
     pull_timeout_s: float,
-    events: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
+    events: Sequence[dict[str, Any]] = (),
 ) -> LearnerStatus:
     """One learner's liveness from its attempt's workload and its pod (None: not there)."""
     if workload is None:
@@ -96,7 +97,7 @@ def learner_status(
     return LearnerStatus(Liveness.RUNNING)  # Running, or Unknown (its node not answering)
 
 
-def latest_warning(events: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> str | None:
+def latest_warning(events: Sequence[dict[str, Any]]) -> str | None:
     """The newest Warning event, as Kubernetes says it ("FailedCreate: pods … is forbidden:
     exceeded quota: …")."""
     warnings = [e for e in events if e.get("type") == "Warning"]
@@ -213,7 +214,7 @@ def _report(message: str | None) -> dict[str, Any] | None:
         found = json.loads(message)
     except ValueError:
         return None
-    if isinstance(found, dict) and found.get("state") in FINAL:
+    if isinstance(found, dict) and found.get("state") in TERMINAL_STATES:
         return found
     return None
 

@@ -21,10 +21,12 @@ import ctypes
 import json
 import os
 import sys
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 from loom.domain.learner_env import MPI, Gang, framework_env, hostfile
+from loom.domain.states import TERMINAL_STATES
 from loom.kube.objects import COORDINATOR_PORT, CREDENTIALS_ENV, LEARNER_PORT
 from loom.learner.relocate import relocate
 from loom.learner.wrapper import run_spec
@@ -33,7 +35,6 @@ CREDENTIALS = CREDENTIALS_ENV
 TERMINATION_LOG = "/dev/termination-log"  # LOOM_POD_TERMINATION_LOG elsewhere (tests)
 MESSAGE_LIMIT = 4096  # what Kubernetes keeps of a termination message
 PR_SET_DUMPABLE = 4
-FINAL = ("COMPLETED", "FAILED", "HALTED")
 
 
 def not_dumpable() -> bool:
@@ -45,7 +46,7 @@ def not_dumpable() -> bool:
         return False
 
 
-def take_credentials(environ: dict[str, str] | os._Environ[str]) -> tuple[str, dict[str, Any]]:
+def take_credentials(environ: MutableMapping[str, str]) -> tuple[str, dict[str, Any]]:
     """The token and the data stores' secrets, removed from the environment as they are read."""
     raw = environ.pop(CREDENTIALS, "")
     if not raw:
@@ -54,7 +55,7 @@ def take_credentials(environ: dict[str, str] | os._Environ[str]) -> tuple[str, d
     return str(found.get("token", "")), dict(found.get("secrets") or {})
 
 
-def gang(environ: dict[str, str] | os._Environ[str], learners: int) -> Gang:
+def gang(environ: Mapping[str, str], learners: int) -> Gang:
     """The learners' addresses: rank 0's (or the runtime's master, in a TrainJob) and each
     learner's DNS name, from the pattern the launcher gave."""
     pattern = environ.get("LOOM_POD_HOSTS", "localhost")
@@ -64,7 +65,7 @@ def gang(environ: dict[str, str] | os._Environ[str], learners: int) -> Gang:
     return Gang(host, port, (LEARNER_PORT,) * learners, hosts)
 
 
-def learner_spec(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+def learner_spec(environ: Mapping[str, str]) -> dict[str, Any]:
     """This pod's learner's spec, moved under its scratch folder, with its gang's variables."""
     rank = int(environ.get("JOB_COMPLETION_INDEX") or 0)
     folder = Path(environ.get("LOOM_POD_SPECS", "/etc/loom/learner"))
@@ -103,7 +104,7 @@ def termination_message(status_file: Path, target: Path) -> bool:
         text = json.dumps(status)[:MESSAGE_LIMIT]
     with contextlib.suppress(OSError):
         target.write_text(text)
-    return status.get("state") in FINAL
+    return status.get("state") in TERMINAL_STATES
 
 
 def main() -> int:
