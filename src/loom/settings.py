@@ -24,6 +24,7 @@ def _names(value: Any) -> Any:
 
 
 Names = Annotated[list[str], NoDecode, BeforeValidator(_names)]
+Numbers = Annotated[list[Annotated[int, Field(ge=0, le=255)]], NoDecode, BeforeValidator(_names)]
 
 
 class Settings(BaseSettings):
@@ -113,6 +114,11 @@ class Settings(BaseSettings):
     )
     serving_host: str = Field(
         default="127.0.0.1", description="where deployments listen (0.0.0.0: every address)"
+    )
+    serving_gpus: Numbers | None = Field(
+        default=None,
+        description="the GPUs (numbers, e.g. 0,1) deployments' replicas may be pinned to; "
+        "default: every GPU of the machine (LOOM_GPUS counts them when set)",
     )
     watchdog_interval_s: float = Field(default=2.0, gt=0)
     # How often experiments are moved on (trials followed, stopped early, proposed) at most.

@@ -16,7 +16,7 @@ ONNX_FLAVOUR = "flavors:\n  onnx:\n    data: onnx/digits.onnx\n    onnx_version:
 
 
 def choose(files: dict[str, str]) -> str:
-    return model_file(set(files), lambda name: files[name].encode())
+    return model_file(set(files), lambda name: files[name].encode(), lambda name: []).path
 
 
 def test_loom_files_first_then_an_mlflow_onnx_flavour() -> None:
@@ -30,7 +30,7 @@ def test_loom_files_first_then_an_mlflow_onnx_flavour() -> None:
     [
         ({"weights.bin": ""}, "no model.onnx, model.pt or MLflow model"),
         ({"MLmodel": "flavors:\n  sklearn: {pickled_model: model.pkl}\n", "model.pkl": ""},
-         "only the onnx flavour is served"),
+         "only the onnx, xgboost and pytorch (TorchScript) flavours are served"),
         ({"MLmodel": "flavors:\n  onnx: {data: ../../etc/passwd}\n"}, "not a file of the model"),
         ({"MLmodel": "flavors: [\n"}, "not YAML"),
         ({"MLmodel": "artifact_path: x\n"}, "names no flavour"),

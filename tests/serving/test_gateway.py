@@ -128,12 +128,31 @@ def slow_model(path: Path) -> None:
     save(model, str(path))
 
 
+def burst(url: str, count: int = 16) -> list[httpx.Response]:
+    """Once the slow model at `url` is ready: `count` requests for it at once, their answers."""
+    import asyncio
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{url}/v2/models/slow/ready").status_code == 200:
+                break
+        time.sleep(0.2)
+    body = {"inputs": [{"name": "x", "shape": [64, 384], "datatype": "FP32",
+                        "data": [0.5] * (64 * 384)}]}  # fmt: skip
+
+    async def together() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            infer = f"{url}/v2/models/slow/infer"
+            return await asyncio.gather(*(client.post(infer, json=body) for _ in range(count)))
+
+    return asyncio.run(together())
+
+
 def test_overload_is_refused_with_retry_after_not_left_waiting(tmp_path: Path) -> None:
     """One replica taking one request at a time, a line of two: of a burst of 16 requests,
     those with no room are answered at once with 503 and Retry-After; the rest are served,
     each with its own answer; the refusals are counted."""
-    import asyncio
-
     model = tmp_path / "model-v1"
     model.mkdir()
     slow_model(model / "model.onnx")
@@ -148,23 +167,8 @@ def test_overload_is_refused_with_retry_after_not_left_waiting(tmp_path: Path) -
         [sys.executable, "-m", "loom.serving.gateway", str(tmp_path)], stdout=log, stderr=log
     )
     url = f"http://127.0.0.1:{port}"
-    body = {"inputs": [{"name": "x", "shape": [64, 384], "datatype": "FP32",
-                        "data": [0.5] * (64 * 384)}]}  # fmt: skip
-
-    async def burst() -> list[httpx.Response]:
-        async with httpx.AsyncClient(timeout=60) as client:
-            return await asyncio.gather(
-                *(client.post(f"{url}/v2/models/slow/infer", json=body) for _ in range(16))
-            )
-
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/v2/models/slow/ready").status_code == 200:
-                    break
-            time.sleep(0.2)
-        answers = asyncio.run(burst())
+        answers = burst(url)
         metrics = httpx.get(f"{url}/metrics").text
     finally:
         gateway.terminate()
@@ -181,3 +185,32 @@ def test_overload_is_refused_with_retry_after_not_left_waiting(tmp_path: Path) -
     assert (
         f'loom_deployment_requests_total{{code="503",deployment="slow"}} {len(busy)}.0' in metrics
     )
+
+
+def test_a_bare_server_serves_in_turn_and_refuses_past_its_line(tmp_path: Path) -> None:
+    """`loom serve` without a gateway: one request at a time, a line of two; of a burst of 16,
+    the rest are answered at once with 503 and Retry-After, and the served get their answers."""
+    model = tmp_path / "slow"
+    model.mkdir()
+    slow_model(model / "model.onnx")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "loom.serving", str(model), "--port", str(port),
+         "--grpc-port", "off", "--max-inflight", "1", "--max-queue", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        answers = burst(f"http://127.0.0.1:{port}")
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    busy = [a for a in answers if a.status_code == 503]
+    served = [a for a in answers if a.status_code == 200]
+    assert len(busy) + len(served) == 16
+    assert busy and len(served) >= 3, [a.status_code for a in answers]
+    for answer in busy:
+        assert answer.headers["retry-after"] == "1"
+        assert answer.json()["error"] == "busy: 2 requests are waiting already; retry"
+    first = served[0].json()["outputs"][0]
+    assert all(a.json()["outputs"][0] == first for a in served)
+    assert b"Traceback" not in err

@@ -244,18 +244,23 @@ def test_no_server_secret_reaches_gateways_or_replicas(
     platform: tuple[Server, LoomClient], guarded: dict[str, Any]
 ) -> None:
     """The platform runs with AWS_SECRET_ACCESS_KEY and LOOM_* settings; the gateway's and the
-    replicas' environments hold neither, only allow-listed variables."""
+    replicas' environments hold neither, only allow-listed variables (and, for a replica, the
+    variables that pin it to its GPUs: none here)."""
     server, client = platform
     found = client.deployment(guarded["name"])
     platform_env = _environ(server.process.pid if server.process else 0)
     assert platform_env["AWS_SECRET_ACCESS_KEY"] == SECRET
     gateway = int(_folder(server, "guarded").joinpath("gateway.pid").read_text())
-    for pid in [gateway, *(r["pid"] for r in found["replica_list"])]:
+    replicas = [r["pid"] for r in found["replica_list"]]
+    pinning = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"}
+    for pid in [gateway, *replicas]:
         env = _environ(pid)
         assert SECRET not in "".join(env.values())
         assert not [k for k in env if k.startswith(("LOOM_", "AWS_"))]
         assert "PATH" in env
-        assert set(env) <= set(platform_env)
+        assert set(env) - pinning <= set(platform_env)
+        if pid in replicas:
+            assert env["CUDA_VISIBLE_DEVICES"] == ""  # a CPU replica sees no GPU
 
 
 def _environ(pid: int) -> dict[str, str]:

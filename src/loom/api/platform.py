@@ -179,6 +179,18 @@ def kubernetes_launcher(settings: Settings) -> Launcher:
     )
 
 
+def serving_gpus(settings: Settings) -> list[int]:
+    """The GPUs deployments' replicas may be pinned to: LOOM_SERVING_GPUS, else every GPU of
+    this machine (as many as LOOM_GPUS says, else as many as `nvidia-smi` lists)."""
+    if settings.serving_gpus is not None:
+        return list(settings.serving_gpus)
+    if settings.launcher == "kubernetes":
+        return []
+    from loom.launchers.local import detect_gpus
+
+    return list(range(settings.gpus if settings.gpus is not None else detect_gpus()))
+
+
 def build_platform(settings: Settings, launcher: Launcher | None = None) -> Platform:
     check_admin_token(settings)
     home = settings.home_dir
@@ -220,6 +232,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         policy,
         ray,
         unconfined=isolation.replicas_unconfined,
+        gpus=serving_gpus(settings),
     )
     server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
     leadership = Leadership(

@@ -34,6 +34,10 @@ BatchSize = Annotated[
     int | None, typer.Option("--batch-size", help="max samples per batch; 1: no batching")
 ]
 BatchWait = Annotated[float | None, typer.Option("--batch-wait-ms", help="max wait for a batch")]
+Gpus = Annotated[
+    int | None,
+    typer.Option("--gpus", min=0, help="GPUs each replica is pinned to (its model runs there)"),
+]
 RequestLog = Annotated[
     bool | None,
     typer.Option("--request-log/--no-request-log", help="log each request and response"),
@@ -98,6 +102,7 @@ def deploy(
     scale_down_delay: Delay = None,
     batch_size: BatchSize = None,
     batch_wait_ms: BatchWait = None,
+    gpus: Gpus = None,
     request_log: RequestLog = None,
     port: Annotated[int | None, typer.Option(help="endpoint port; default: a free one")] = None,
     grpc_port: Annotated[
@@ -117,6 +122,7 @@ def deploy(
         scale_down_delay_s=scale_down_delay,
         batch_size=batch_size,
         batch_wait_ms=batch_wait_ms,
+        gpus_per_replica=gpus,
         request_log=request_log,
         port=port,
         grpc_port=grpc_port,
@@ -201,6 +207,7 @@ def update(
     scale_down_delay: Delay = None,
     batch_size: BatchSize = None,
     batch_wait_ms: BatchWait = None,
+    gpus: Gpus = None,
     request_log: RequestLog = None,
     public: Annotated[
         bool | None,
@@ -234,6 +241,7 @@ def update(
         scale_down_delay_s=scale_down_delay,
         batch_size=batch_size,
         batch_wait_ms=batch_wait_ms,
+        gpus_per_replica=gpus,
         request_log=request_log,
         public=public,
     )

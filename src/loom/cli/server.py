@@ -52,6 +52,9 @@ def serve(
     grpc_port: Annotated[str, typer.Option(help="V2 gRPC port (default: PORT + 1), or 'off'")] = "",
     batch_size: Annotated[int, typer.Option(help="max samples per batch; 1: no batching")] = 1,
     batch_wait_ms: Annotated[float, typer.Option(help="max wait for a batch to fill")] = 0.0,
+    device: Annotated[
+        str, typer.Option(help="auto (a GPU when there is one), cpu, or cuda (the first GPU)")
+    ] = "auto",
 ) -> None:
     """Serve a model file over the V2 (Open Inference) and V1 protocols, REST and gRPC, without
     the platform."""
@@ -59,6 +62,7 @@ def serve(
     if grpc_port:
         argv += ["--grpc-port", grpc_port]
     argv += ["--batch-size", str(batch_size), "--batch-wait-ms", str(batch_wait_ms)]
+    argv += ["--device", device]
     if name:
         argv += ["--name", name]
     sys.stdout.flush()

@@ -422,8 +422,8 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls):
         self, name: str, model: str, version: str | int = "latest", **options: Any
     ) -> dict[str, Any]:
         """Serve a version of a model; `options`: min_replicas, max_replicas,
-        target_concurrency, scale_down_delay_s, batch_size, batch_wait_ms, request_log, port,
-        grpc_port, public (answer without a token)."""
+        target_concurrency, scale_down_delay_s, batch_size, batch_wait_ms, gpus_per_replica,
+        request_log, port, grpc_port, public (answer without a token)."""
         body = {"name": name, "model": model, "version": version, **options}
         result: dict[str, Any] = self._request("POST", "/v1/deployments", json=body).json()
         return result

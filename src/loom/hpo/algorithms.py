@@ -138,7 +138,7 @@ def _gaussian_process(settings: Settings, seed: int | None) -> optuna.samplers.B
         import torch  # noqa: F401  (Optuna's GPSampler is written in it)
     except ImportError:
         raise ManifestError(
-            "bayesianoptimization needs PyTorch on the platform: pip install 'loom[torch]'",
+            "bayesianoptimization needs PyTorch on the platform: pip install 'loom-dl[torch]'",
             field="spec.algorithm.algorithmName",
         ) from None
     return optuna.samplers.GPSampler(

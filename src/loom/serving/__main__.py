@@ -17,7 +17,8 @@ import uvicorn
 
 from loom.serving import grpc_v2
 from loom.serving.dataplane import DataPlane
-from loom.serving.rest import TOKEN_ENV, build_app, require_token
+from loom.serving.devices import DEVICES, NoDevice, describe
+from loom.serving.rest import MAX_LINE, TOKEN_ENV, build_app, require_token
 from loom.serving.runtimes import load
 
 
@@ -36,6 +37,23 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=1, help="max samples per batch")
     parser.add_argument("--batch-wait-ms", type=float, default=0.0, help="max wait to fill a batch")
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="auto",
+        help="run the model on the CPU or the (first visible) GPU; auto: a GPU when there is one",
+    )
+    parser.add_argument(
+        "--max-inflight",
+        type=int,
+        default=-1,
+        help="inference requests run at once, the rest wait their turn in arrival order "
+        "(default: 2, or the batch size when batching; 0: no line)",
+    )
+    parser.add_argument("--max-queue", type=int, default=MAX_LINE, help="requests waiting, at most")
+    parser.add_argument(
+        "--queue-timeout-s", type=float, default=30.0, help="a request's wait for its turn, at most"
+    )
     # a gateway's replica: long keep-alives, and it ends with its parent (in a sandbox, the
     # parent is the sandbox's first process, which ends with the gateway)
     parser.add_argument("--behind-gateway", action="store_true", help=argparse.SUPPRESS)
@@ -44,16 +62,23 @@ def main() -> None:
         threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     path = args.path.resolve()
     name = args.name or (path.name if path.is_dir() else path.parent.name) or "model"
+    try:
+        runtime = load(path, args.device)
+    except NoDevice as exc:
+        raise SystemExit(f"cannot serve {name!r} on {args.device}: {exc}") from None
     plane = DataPlane()
     plane.add(
-        name, args.version, load(path), max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
+        name, args.version, runtime, max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
     )
     grpc_port = _grpc_port(args.grpc_port, args.port, bool(args.uds))
     where = f"unix socket {args.uds}" if args.uds else f"http://{args.host}:{args.port}/v2"
     if grpc_port is not None:
         where += f" and gRPC {args.host}:{grpc_port}"
-    print(f"serving {name!r} version {args.version} at {where}", flush=True)
-    app = build_app(plane)
+    on = describe(runtime.device)
+    print(f"serving {name!r} version {args.version} at {where} on {on}", flush=True)
+    inflight = args.max_inflight if args.max_inflight >= 0 else max(2, args.batch_size)
+    inflight = 0 if args.behind_gateway else inflight  # a gateway has its own line
+    app = build_app(plane, inflight, args.queue_timeout_s, args.max_queue)
     token = os.environ.pop(TOKEN_ENV, None)  # a replica on a cluster node: its gateway's
     if token:
         app = require_token(app, token)

@@ -31,17 +31,24 @@ class Start:
 
 
 def confine(
-    section: dict[str, Any] | None, folder: Path, name: str, command: list[str], model_dir: Path
+    section: dict[str, Any] | None,
+    folder: Path,
+    name: str,
+    command: list[str],
+    model_dir: Path,
+    gpus: list[int] | None = None,
 ) -> Start:
     """A replica's start, confined as the deployment's `sandbox` section says (as it is when
-    the section is None): in `folder` (its working folder, with the `run/` socket folder)."""
-    env = serving_env()
+    the section is None): in `folder` (its working folder, with the `run/` socket folder). It
+    sees the `gpus` it is pinned to and no other (none: no GPU at all)."""
+    gpus = gpus or []
+    env = {**serving_env(), **gpu_env(gpus)}
     if section is None:
         return Start(command, None, None, env)
     sandbox = ReplicaSandbox(section, folder, SOCKETS)
     (folder / SOCKETS).mkdir(exist_ok=True)
     sandbox.prepare(model_dir)
-    argv, group, before_exec = sandbox.start(name, command, model_dir)
+    argv, group, before_exec = sandbox.start(name, command, model_dir, gpus)
     return Start(argv, group, before_exec, {**env, "HOME": "/tmp"})
 
 
@@ -59,7 +66,7 @@ class ReplicaSandbox:
         own(model_dir, self.uid, recursive=True)
 
     def start(
-        self, name: str, command: list[str], model_dir: Path
+        self, name: str, command: list[str], model_dir: Path, gpus: list[int]
     ) -> tuple[list[str], cgroups.Cgroup | None, Callable[[], None] | None]:
         """The confined argv of one replica, its cgroup, and what its child does before exec."""
         section = self.section
@@ -71,8 +78,16 @@ class ReplicaSandbox:
             read_only=[*section["read_only"], str(model_dir)],
             writable=[str(self.sockets)],
             files=identity_files(self.folder, self.uid),
+            gpus=gpus,
             tmp_bytes=section.get("tmp_bytes"),
             cwd=str(self.folder),
         )
         argv = bwrap.command(view, command, bwrap=section["bwrap"])
         return argv, group, (lambda: group.join(0)) if group is not None else None
+
+
+def gpu_env(gpus: list[int]) -> dict[str, str]:
+    """The variables that pin a replica to its GPUs: CUDA numbers the visible ones from 0, so
+    the replica's `cuda:0` is the first it was given; an empty list hides every GPU."""
+    devices = ",".join(str(g) for g in gpus)
+    return {"CUDA_VISIBLE_DEVICES": devices, "NVIDIA_VISIBLE_DEVICES": devices or "void"}

@@ -35,7 +35,7 @@ from loom.registry.models import ModelRegistry
 from loom.serving.canary import CanaryChange
 from loom.serving.canary import apply as apply_canary
 from loom.serving.environment import serving_env
-from loom.serving.formats import MAX_MLMODEL, NotServable, model_file
+from loom.serving.formats import MAX_MLMODEL, NotServable, model_file, zip_entries
 from loom.serving.keys import DeploymentAccess
 from loom.serving.replicas import free_port
 from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
@@ -59,8 +59,18 @@ class Scaling:
     batch_size: int = 1
     batch_wait_ms: float = 0.0
     request_log: bool = False
+    gpus_per_replica: int = 0
 
-    def checked(self) -> Scaling:
+    def checked(self, gpus: int | None = None) -> Scaling:
+        """The settings, refused with the field when they make no sense (or, when `gpus` is
+        known, when a replica would want more GPUs than the platform serves with)."""
+        if gpus is not None and self.gpus_per_replica > gpus:
+            have = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
+            raise InvalidInput(
+                f"gpus_per_replica: {self.gpus_per_replica} asked, but this platform serves "
+                f"models with {have} (LOOM_SERVING_GPUS)",
+                field="gpus_per_replica",
+            )
         top = self.max_replicas if self.max_replicas is not None else max(self.min_replicas, 1)
         if top < max(self.min_replicas, 1):
             raise InvalidInput(
@@ -82,8 +92,10 @@ class Deployments:
         sandbox: SandboxPolicy | None = None,
         ray: tuple[str, str] | None = None,
         unconfined: str | None = None,
+        gpus: list[int] | None = None,
     ) -> None:
         self.db = db
+        self.gpus = gpus or []  # the GPUs of this machine replicas may be pinned to
         self.unconfined = unconfined  # why replicas could not be sandboxed here: none are made
         self.ray = ray  # (address, namespace): replicas on that Ray cluster's nodes
         self.sandbox = sandbox or SandboxPolicy()
@@ -116,7 +128,7 @@ class Deployments:
                 f"this platform cannot sandbox serving replicas ({self.unconfined}), and will "
                 "not run a model server with its rights; LOOM_ISOLATION=off accepts that"
             )
-        scaling = scaling.checked()
+        scaling = scaling.checked(self._gpu_count())
         version = self.registry.version(owner, model, ref)
         now = time.time()
         with self._lock, self.db.session() as session:
@@ -146,6 +158,10 @@ class Deployments:
         with _without_paths(f"deployment {name!r} could not be started"):
             self._spawn(row)
         return self.view(row)
+
+    def _gpu_count(self) -> int | None:
+        """How many GPUs a replica may take; None on a Ray cluster, whose nodes Ray counts."""
+        return None if self.ray else len(self.gpus)
 
     def _port(self, session: Session, wanted: int | None, what: str = "port") -> int:
         """A port no deployment has (for REST or gRPC): `wanted`, or a free one."""
@@ -190,7 +206,7 @@ class Deployments:
             if "min_replicas" in changes and "max_replicas" not in changes:
                 wider = max(changes["min_replicas"], row.max_replicas)
                 changes = {**changes, "max_replicas": wider}
-            scaling = replace(current, **changes).checked()
+            scaling = replace(current, **changes).checked(self._gpu_count())
             for key, value in _columns(scaling).items():
                 setattr(row, key, value)
             if ref is not None:
@@ -357,7 +373,11 @@ class Deployments:
             version = self.registry.version(row.owner_id, row.model_name, str(number))
         digests = {entry["path"]: entry["digest"] for entry in version.files}
         try:
-            model_file(digests, lambda name: self._small(version.files, name))
+            model_file(
+                digests,
+                lambda name: self._small(version.files, name),
+                lambda name: zip_entries(self.registry.artifacts.path(digests[name])),
+            )
         except NotServable as exc:
             raise InvalidInput(
                 f"model {row.model_name!r} version {version.version}: {exc}", field="model"
@@ -395,6 +415,7 @@ class Deployments:
             sandbox=self.sandbox.replica_section(row.id),
             ray_address=self.ray[0] if self.ray else "",
             ray_namespace=self.ray[1] if self.ray else "loom",
+            gpu_ids=[] if self.ray else list(self.gpus),
             **_columns_of(row),
         )
 
@@ -579,4 +600,4 @@ def _bindable(host: str, port: int) -> bool:
 
 def _platform_part(spec: DeploymentSpec) -> tuple[object, ...]:
     """What of a gateway's spec the platform's settings decide, rather than the deployment."""
-    return (spec.host, spec.grpc_port, spec.certfile, spec.keyfile, spec.sandbox)
+    return (spec.host, spec.grpc_port, spec.certfile, spec.keyfile, spec.sandbox, spec.gpu_ids)

@@ -44,6 +44,7 @@ from loom.serving.replicas import (
     ReplicaGone,
     canary_generation,
     generation,
+    pin_gpus,
     private_sockets,
     socket_path,
 )
@@ -310,6 +311,13 @@ class Gateway:
     async def _run(self, replica: Replica) -> None:
         cold = not any(r.state == "ready" for r in self.replicas)
         try:
+            if not self.spec.ray_address:  # on a Ray cluster, Ray pins it to its node's GPUs
+                others = [r.gpus for r in self.replicas if r is not replica]
+                replica.gpus = pin_gpus(self.spec.gpu_ids, others, replica.generation[4])
+        except ValueError as exc:
+            self._failed(replica, f"replica {replica.id} could not start: {exc}")
+            return
+        try:
             await replica.spawn(self.spec, self.folder)
         except OSError as exc:
             self._failed(replica, f"replica {replica.id} could not start: {exc}")
@@ -465,7 +473,7 @@ class Gateway:
             "requests_by_version": gateway_metrics.by_version(self),
             "replicas": {**counts, "desired": self.desired},
             "replica_list": [
-                {"id": r.id, "pid": r.pid, "state": r.state, "version": r.version}
+                {"id": r.id, "pid": r.pid, "state": r.state, "version": r.version, "gpus": r.gpus}
                 for r in sorted(self.replicas, key=lambda r: r.id)
             ],
             "keys_used": dict(self.access.used),

@@ -75,7 +75,7 @@ class ReplicaHost:
         command = [sys.executable, "-m", "loom.serving", str(model), "--host", host,
                    "--port", str(port), *options]  # fmt: skip
         name = f"serve-{self.folder.parent.name}-{self.folder.name}"
-        start = confine(sandbox, self.folder, name, command, model)
+        start = confine(sandbox, self.folder, name, command, model, _ray_gpus())
         self.group = start.group
         with (self.folder / "replica.log").open("ab") as out:
             self.process = subprocess.Popen(
@@ -104,6 +104,13 @@ class ReplicaHost:
             with contextlib.suppress(Exception):
                 self.group.remove()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _ray_gpus() -> list[int]:
+    """The GPUs Ray gave this actor (none for a CPU replica)."""
+    import ray
+
+    return [int(g) for g in ray.get_gpu_ids()]
 
 
 class RayProcess:
@@ -154,6 +161,7 @@ class RayReplica(Replica):
         options = replica_options(spec, self.generation)
         host = ray.remote(ReplicaHost).options(
             num_cpus=float((spec.sandbox or {}).get("cpus") or 1),
+            num_gpus=self.generation[4],  # Ray picks the node's GPUs and pins the actor to them
             max_concurrency=8,  # `wait` holds one thread for the replica's life
             scheduling_strategy="SPREAD",
         )

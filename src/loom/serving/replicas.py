@@ -27,6 +27,8 @@ from loom.serving.spec import SOCKETS, DeploymentSpec
 # A pooled connection to a replica: its writer, and its responses' reader (kept with it: a
 # parser made per exchange cost 3.8 us of the gateway's hot path).
 Connection = tuple[MessageReader, asyncio.StreamWriter]
+# What a replica serves and how: model folder, version, batch size, batch wait, GPUs it takes
+Generation = tuple[str, str, int, float, int]
 MAX_RESPONSE = 512 * 2**20
 
 
@@ -56,19 +58,34 @@ def private_sockets(folder: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-def replica_command(
-    spec: DeploymentSpec, generation: tuple[str, str, int, float], uds: str
-) -> list[str]:
+def replica_command(spec: DeploymentSpec, generation: Generation, uds: str) -> list[str]:
     """The command line of one replica on this machine."""
     return [sys.executable, "-m", "loom.serving", generation[0], "--uds", uds,
             *replica_options(spec, generation)]  # fmt: skip
 
 
-def replica_options(spec: DeploymentSpec, generation: tuple[str, str, int, float]) -> list[str]:
-    """What a replica serves and how, wherever it runs and listens: the only place it is said."""
-    _model_dir, version, batch_size, batch_wait_ms = generation
+def replica_options(spec: DeploymentSpec, generation: Generation) -> list[str]:
+    """What a replica serves and how, wherever it runs and listens: the only place it is said.
+    A replica given GPUs runs its model on them (and fails if it cannot), else on the CPU."""
+    _model_dir, version, batch_size, batch_wait_ms, gpus = generation
     return ["--name", spec.name, "--version", version, "--batch-size", str(batch_size),
-            "--batch-wait-ms", str(batch_wait_ms), "--behind-gateway"]  # fmt: skip
+            "--batch-wait-ms", str(batch_wait_ms), "--device", "cuda" if gpus else "cpu",
+            "--behind-gateway"]  # fmt: skip
+
+
+def pin_gpus(available: list[int], taken: list[list[int]], count: int) -> list[int]:
+    """The `count` GPUs of `available` that the fewest replicas are pinned to now (`taken`:
+    each replica's), lowest numbers first on a tie: replicas spread over the GPUs, and share
+    them once each has one. A `ValueError` when fewer than `count` are available."""
+    if count > len(available):
+        have = len(available)
+        raise ValueError(f"a replica wants {count} GPU(s); this machine serves with {have}")
+    load = dict.fromkeys(available, 0)
+    for gpus in taken:
+        for gpu in gpus:
+            if gpu in load:
+                load[gpu] += 1
+    return sorted(sorted(available, key=lambda g: (load[g], g))[:count])
 
 
 def tail(log: Path, count: int) -> str:
@@ -80,26 +97,35 @@ def tail(log: Path, count: int) -> str:
     return " | ".join(lines[-count:])
 
 
-Generation = tuple[str, str, int, float]
-
-
 def generation(spec: DeploymentSpec) -> Generation:
     """What a replica serves and how; a replica of another generation is replaced."""
-    return (spec.model_dir, spec.model_version, spec.batch_size, spec.batch_wait_ms)
+    return (
+        spec.model_dir,
+        spec.model_version,
+        spec.batch_size,
+        spec.batch_wait_ms,
+        spec.gpus_per_replica,
+    )
 
 
 def canary_generation(spec: DeploymentSpec) -> Generation | None:
     """What the canary's replicas serve, when the deployment has one."""
     if not spec.canary_model_dir:
         return None
-    return (spec.canary_model_dir, spec.canary_version, spec.batch_size, spec.batch_wait_ms)
+    return (
+        spec.canary_model_dir,
+        spec.canary_version,
+        spec.batch_size,
+        spec.batch_wait_ms,
+        spec.gpus_per_replica,
+    )
 
 
 @dataclass(eq=False)
 class Replica:
     id: int
     socket: str  # relative to the deployment's folder (the working directory)
-    generation: tuple[str, str, int, float]
+    generation: Generation
     log: Path
     process: asyncio.subprocess.Process | None = None
     state: str = "starting"  # starting → ready → draining → stopped
@@ -109,6 +135,7 @@ class Replica:
     idle: list[Connection] = field(default_factory=list)
     quiet: asyncio.Event = field(default_factory=asyncio.Event)
     group: Cgroup | None = None  # its cgroup, when confined
+    gpus: list[int] = field(default_factory=list)  # the GPUs it was pinned to (on this machine)
 
     @property
     def version(self) -> str:
@@ -122,7 +149,8 @@ class Replica:
         """Start the replica, in its sandbox when the spec asks for one."""
         command = replica_command(spec, self.generation, self.socket)
         name = f"serve-{folder.name}-r{self.id}"
-        start = confine(spec.sandbox, folder, name, command, Path(self.generation[0]))
+        model_dir = Path(self.generation[0])
+        start = confine(spec.sandbox, folder, name, command, model_dir, self.gpus)
         self.group = start.group
         with self.log.open("ab") as out:
             self.process = await asyncio.create_subprocess_exec(

@@ -7,7 +7,7 @@ Bodies are parsed whatever their Content-Type (some V2 clients send none); error
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import orjson
@@ -18,8 +18,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from loom.serving.admission import Admission, Busy
 from loom.serving.dataplane import DataPlane, InferenceError
 from loom.serving.exposition import CONTENT_TYPE, histogram, render
+
+MAX_LINE = 4096  # inference requests waiting their turn at most; more get 503 at once
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -55,7 +58,18 @@ def parse(raw: bytes, header: str | None) -> tuple[Any, bytes]:
 Handler = Callable[[Request, dict[str, str]], Awaitable[Response]]
 
 
-def build_app(plane: DataPlane) -> ASGIApp:
+def build_app(
+    plane: DataPlane, max_inflight: int = 0, max_wait_s: float = 30.0, max_line: int = MAX_LINE
+) -> ASGIApp:
+    """The V2 and V1 routes over `plane`. With `max_inflight`, at most that many inference
+    requests run at once and the others wait their turn in arrival order (at most
+    `max_wait_s`, and `max_line` of them: past that, 503)."""
+    line = (
+        Admission(lambda: max_inflight, max_wait_s=max_wait_s, max_line=max_line)
+        if max_inflight > 0
+        else None
+    )
+
     def handle(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
@@ -140,12 +154,37 @@ def build_app(plane: DataPlane) -> ASGIApp:
             target = _infer_target(scope)
             if target is None:
                 await app(scope, receive, send)
-            else:
+            elif line is None:
                 await fast_infer(plane, *target, scope, receive, send)
+            else:
+                await _in_turn(line, fast_infer(plane, *target, scope, receive, send), send)
         finally:
             plane.active -= 1
 
     return counted
+
+
+async def _in_turn(line: Admission, work: Coroutine[Any, Any, None], send: Send) -> None:
+    """Run an inference request when its turn comes: first come, first served across
+    connections, so that under more load than the model can take every request waits about
+    as long (not some for seconds while others pass); 503 with Retry-After past the line."""
+    try:
+        await line.enter()
+    except Busy as exc:
+        work.close()
+        payload = orjson.dumps({"error": f"busy: {exc.message}; retry"})
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"retry-after", str(exc.retry_after_s).encode()),
+            (b"content-length", b"%d" % len(payload)),
+        ]
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+        return
+    try:
+        await work
+    finally:
+        line.leave()
 
 
 __all__ = ["build_app"]

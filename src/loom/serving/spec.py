@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class DeploymentSpec:
     batch_size: int = 1
     batch_wait_ms: float = 0.0
     request_log: bool = False
+    gpus_per_replica: int = 0  # each replica pinned to this many GPUs, its model run on them
+    gpu_ids: list[int] = field(default_factory=list)  # the GPUs replicas may be pinned to
     certfile: str = ""  # with keyfile: serve HTTPS
     keyfile: str = ""
     ready_timeout_s: float = 120.0

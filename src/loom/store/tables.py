@@ -395,6 +395,8 @@ class Deployment(Base):
     batch_size: Mapped[int] = mapped_column(Integer)
     batch_wait_ms: Mapped[float] = mapped_column(Float)
     request_log: Mapped[bool] = mapped_column(Boolean, default=False)
+    # GPUs each replica is pinned to (its model runs there); 0: the CPU
+    gpus_per_replica: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     # serving security: a public deployment answers without a token

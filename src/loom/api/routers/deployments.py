@@ -32,6 +32,9 @@ class ScalingIn(BaseModel):
     scale_down_delay_s: Annotated[float, Field(ge=0, le=86_400)] | None = None
     batch_size: Annotated[int, Field(ge=1, le=4096)] | None = None
     batch_wait_ms: Annotated[float, Field(ge=0, le=10_000)] | None = None
+    gpus_per_replica: Annotated[int, Field(ge=0, le=16)] | None = Field(
+        default=None, description="GPUs each replica is pinned to, its model run there; 0: CPU"
+    )
     request_log: bool | None = None
 
     def scaling(self) -> dict[str, Any]:
