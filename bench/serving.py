@@ -1,4 +1,5 @@
-"""Model serving throughput and latency: Loom beside Seldon MLServer and in-process ONNX Runtime.
+"""Model serving throughput and latency, REST and gRPC: Loom beside Seldon MLServer and in-process
+ONNX Runtime.
 
 The digits CNN (examples/digits-pytorch, trained once and cached in bench/.peers/digits-model)
 is served over the V2 / Open Inference Protocol, `POST /v2/models/digits/infer`, by:
@@ -13,10 +14,18 @@ each concurrency, with batching off and on. The ceiling is ONNX Runtime's own
 `InferenceSession.run` in this process (one intra-op thread, as both servers use). Cold start
 is the time from spawning a server to its first successful inference.
 
-On a 2-core machine the servers (and the ceiling) run on core 0 and wrk on core 1 (`taskset`),
-unless --no-pin.
+The same servers, batching off (MLServer with parallel_workers=0, its best configuration), then
+take the same loads over V2 gRPC (`ModelInfer`) from bench/grpc_load.py, a grpc.aio load
+generator sending pre-serialized requests (bench/serving_grpc.py): each server is started once
+and measured over REST and then over gRPC. A summary closes the report: for 1-sample requests,
+REST and gRPC apart, the deployment's req/s as a share of the direct server's, Loom's as a
+multiple of MLServer's best, and p99/p50 at the highest concurrency.
+
+On a 2-core machine the servers (and the ceiling) run on core 0 and wrk (or the gRPC load
+generator) on core 1 (`taskset`), unless --no-pin.
 
     python bench/serving.py [--duration 5] [--repeat 1] [--concurrency 1,16,64] [--skip-mlserver]
+                            [--protocols rest,grpc]
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mlserver_peer
+import serving_grpc
 from mlflow_peer import free_port, stop
 from peers import PEERS, table
 
@@ -58,6 +68,9 @@ AIM_SPEEDUP = 3.0  # Loom req/s over MLServer's, at equal or better p99
 AIM_CEILING = 0.6  # Loom samples/s at 64-sample requests over in-process batch-64
 TOKEN = "loom_bench-token"  # sent to every server; only the deployment's gateway checks it
 CEILING = "onnxruntime in-process"
+LOOM = "Loom"  # the direct server's rows
+DEPLOYMENT = "Loom deployment (gateway + 1)"
+PROTOCOLS = ("rest", "grpc")
 
 
 # -- the model and the requests --------------------------------------------------------------
@@ -223,11 +236,16 @@ def _no_cpu() -> float | None:
     return None
 
 
+def _no_grpc() -> str | None:
+    return None
+
+
 @dataclass
 class Server:
     """One way of serving the model. `start` spawns it and returns its V2 infer URL at once (it
     may not answer yet); `check` raises once it has died; `stop` ends it and what it started;
-    `cpu` is the CPU seconds all its processes have used so far (None: not known).
+    `cpu` is the CPU seconds all its processes have used so far (None: not known); `grpc` is
+    the host:port of its V2 gRPC endpoint once started (None: not measured over gRPC).
     Servers with role "loom" are held to the aims; "peer" servers are what they are held to."""
 
     system: str
@@ -237,6 +255,7 @@ class Server:
     check: Callable[[], None] = _nothing
     cpu: Callable[[], float | None] = _no_cpu
     role: str = "loom"
+    grpc: Callable[[], str | None] = _no_grpc
 
 
 class Process:
@@ -274,10 +293,15 @@ class Process:
 
 
 def process_server(
-    system: str, batching: bool, role: str, launch: Callable[[int, Path], list[str]]
+    system: str,
+    batching: bool,
+    role: str,
+    launch: Callable[[int, Path], list[str]],
+    grpc: Callable[[], str | None] = _no_grpc,
 ) -> Server:
     """A Server from a command line: `launch(port, folder)` gives the command, run in a fresh
-    temporary `folder` on a free port; the folder goes when the server stops."""
+    temporary `folder` on a free port; the folder goes when the server stops. `grpc` gives
+    its gRPC endpoint, once launched (None: none to measure)."""
     held: dict[str, Any] = {}
 
     def start() -> str:
@@ -300,7 +324,12 @@ def process_server(
         if "folder" in held:
             shutil.rmtree(held.pop("folder"), ignore_errors=True)
 
-    return Server(system, batching, start, end, check, cpu, role)
+    return Server(system, batching, start, end, check, cpu, role, grpc)
+
+
+def grpc_port(ports: dict[str, int]) -> Callable[[], str | None]:
+    """The gRPC endpoint a launch put in `ports` (None where it chose none)."""
+    return lambda: f"127.0.0.1:{ports['grpc']}" if "grpc" in ports else None
 
 
 @dataclass(frozen=True)
@@ -309,10 +338,17 @@ class Batching:
     wait_ms: float
 
 
-def loom(model: Path, pin: Pinning, batching: Batching | None) -> Server:
+def loom(model: Path, pin: Pinning, batching: Batching | None, grpc: bool = False) -> Server:
+    """Loom's model server; with `grpc`, its gRPC port (it serves one anyway, on the HTTP
+    port + 1) is a free one, to be measured."""
+    ports: dict[str, int] = {}
+
     def launch(port: int, _folder: Path) -> list[str]:
         command = [*pin.prefix(pin.server), sys.executable, "-m", "loom.serving", str(model)]
         command += ["--name", NAME, "--port", str(port)]
+        if grpc:
+            ports["grpc"] = free_port()
+            command += ["--grpc-port", str(ports["grpc"])]
         if batching:
             command += [
                 "--batch-size",
@@ -322,24 +358,32 @@ def loom(model: Path, pin: Pinning, batching: Batching | None) -> Server:
             ]
         return command
 
-    return process_server("Loom", batching is not None, "loom", launch)
+    return process_server(LOOM, batching is not None, "loom", launch, grpc_port(ports))
 
 
-def loom_deployment(model: Path, pin: Pinning, batching: Batching | None) -> Server:
+def loom_deployment(
+    model: Path, pin: Pinning, batching: Batching | None, grpc: bool = False
+) -> Server:
     """A Loom deployment as the platform runs one: the gateway with one replica behind it on a
-    unix socket, private (the gateway checks each request's token); the gateway inherits the
-    pinning and so does its replica."""
+    unix socket, private (the gateway checks each request's token, over REST and gRPC); the
+    gateway inherits the pinning and so does its replica. With `grpc`, the gateway serves a
+    gRPC endpoint too (the deployment's grpc_endpoint), on a free port."""
     from loom.domain.accounts import hash_token
     from loom.serving.access import ACCESS, render
     from loom.serving.spec import DeploymentSpec
     from loom.store.private import write_private
 
+    ports: dict[str, int] = {}
+
     def launch(port: int, folder: Path) -> list[str]:
+        if grpc:
+            ports["grpc"] = free_port()
         DeploymentSpec(
             name=NAME,
             model_dir=str(model),
             model_version="1",
             port=port,
+            grpc_port=ports.get("grpc"),
             min_replicas=1,
             max_replicas=1,
             batch_size=batching.size if batching else 1,
@@ -348,12 +392,19 @@ def loom_deployment(model: Path, pin: Pinning, batching: Batching | None) -> Ser
         write_private(folder / ACCESS, render(False, {hash_token(TOKEN): "token"}))
         return [*pin.prefix(pin.server), sys.executable, "-m", "loom.serving.gateway", str(folder)]
 
-    return process_server("Loom deployment (gateway + 1)", batching is not None, "loom", launch)
+    return process_server(DEPLOYMENT, batching is not None, "loom", launch, grpc_port(ports))
 
 
-def mlserver(model: Path, pin: Pinning, batching: Batching | None, workers: int) -> Server:
+def mlserver(
+    model: Path, pin: Pinning, batching: Batching | None, workers: int, grpc: bool = False
+) -> Server:
+    """MLServer (it always serves gRPC too; with `grpc`, that endpoint is measured)."""
+    held: dict[str, int] = {}
+
     def launch(port: int, folder: Path) -> list[str]:
         ports = mlserver_peer.Ports(port, free_port())
+        if grpc:
+            held["grpc"] = ports.grpc
         batch = (batching.size, batching.wait_ms / 1000) if batching else None
         repository = folder / "repository"
         mlserver_peer.write_repository(
@@ -362,18 +413,25 @@ def mlserver(model: Path, pin: Pinning, batching: Batching | None, workers: int)
         return [*pin.prefix(pin.server), *mlserver_peer.command(repository)]
 
     system = f"MLServer {mlserver_peer.VERSION} workers={workers}"
-    return process_server(system, batching is not None, "peer", launch)
+    return process_server(system, batching is not None, "peer", launch, grpc_port(held))
 
 
 def servers(args: argparse.Namespace, model: Path, pin: Pinning) -> list[Server]:
-    """Every server to measure, batching off and on; add another target here."""
+    """Every server to measure, batching off and on; add another target here. Over gRPC: Loom,
+    the deployment and MLServer with parallel_workers=0, batching off (the same processes as
+    their REST rows); without REST, only those."""
+    rest, grpc = "rest" in args.protocols, "grpc" in args.protocols
     batching = Batching(args.batch_size, args.batch_wait_ms)
     peer_batching = Batching(args.batch_size, args.peer_batch_wait_ms)
-    found = [loom(model, pin, None), loom(model, pin, batching)]
-    found += [loom_deployment(model, pin, None), loom_deployment(model, pin, batching)]
+    found = [loom(model, pin, None, grpc), *([loom(model, pin, batching)] if rest else [])]
+    found += [loom_deployment(model, pin, None, grpc)]
+    found += [loom_deployment(model, pin, batching)] if rest else []
     workers = [] if args.skip_mlserver else [0] if args.skip_mlserver_workers else [0, 1]
     for count in workers:
-        found += [mlserver(model, pin, None, count), mlserver(model, pin, peer_batching, count)]
+        if rest or count == 0:
+            found += [mlserver(model, pin, None, count, grpc and count == 0)]
+        if rest:
+            found += [mlserver(model, pin, peer_batching, count)]
     return found
 
 
@@ -408,8 +466,11 @@ def first_infer(
 def verify(answer: dict[str, Any], expected: np.ndarray[Any, Any]) -> None:
     """The server's logits are ONNX Runtime's own for the same images."""
     output = answer["outputs"][0]
-    got = np.asarray(output["data"], dtype=np.float32).reshape(output["shape"])
-    if not np.allclose(got, expected, atol=1e-4):
+    verify_logits(np.asarray(output["data"], dtype=np.float32).reshape(output["shape"]), expected)
+
+
+def verify_logits(got: np.ndarray[Any, Any], expected: np.ndarray[Any, Any]) -> None:
+    if got.shape != expected.shape or not np.allclose(got, expected, atol=1e-4):
         raise RuntimeError(f"wrong logits: {got[:1]} where ONNX Runtime gives {expected[:1]}")
 
 
@@ -475,8 +536,9 @@ class Row:
 
 @dataclass
 class Measured:
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)  # REST
     cold: list[list[str]] = field(default_factory=list)
+    grpc_rows: list[Row] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -489,6 +551,8 @@ class Plan:
     duration: float
     warmup: float
     repeat: int = 1
+    protocols: frozenset[str] = frozenset({"rest"})
+    grpc_files: dict[int, Path] = field(default_factory=dict)  # samples → serialized requests
 
 
 def under_load(server: Server, plan: Plan, url: str, script: Path, connections: int) -> Load:
@@ -516,7 +580,7 @@ def measure(server: Server, plan: Plan, batching_label: str, into: Measured) -> 
         url = server.start()
         verify(first_infer(url, plan.probes[1][0], server.check), plan.probes[1][1])
         into.cold.append([server.system, batching_label, f"{time.perf_counter() - began:.2f}"])
-        for size, script in plan.scripts.items():
+        for size, script in plan.scripts.items() if "rest" in plan.protocols else ():
             verify(post(url, plan.probes[size][0]), plan.probes[size][1])
             run_wrk(plan.wrk, plan.pin, url, script, 16, plan.warmup)
             for connections in plan.concurrency:
@@ -524,8 +588,48 @@ def measure(server: Server, plan: Plan, batching_label: str, into: Measured) -> 
                 into.rows.append(
                     Row(server.system, batching_label, size, connections, load, server.role)
                 )
+        address = server.grpc()
+        if address and "grpc" in plan.protocols:
+            measure_grpc(server, plan, address, batching_label, into)
     finally:
         server.stop()
+
+
+def measure_grpc(
+    server: Server, plan: Plan, address: str, batching_label: str, into: Measured
+) -> None:
+    """The running server over gRPC: its answers checked, then each load, as over REST (a
+    warm-up at 16 calls in flight for each request size, the best of `plan.repeat` runs)."""
+    print(f"  ... and over gRPC at {address}", file=sys.stderr, flush=True)
+    for size, file in plan.grpc_files.items():
+        request = serving_grpc.first_request(file)
+        got = serving_grpc.first_infer(address, request, TOKEN, server.check)
+        verify_logits(got, plan.probes[size][1])
+        if plan.warmup > 0:
+            serving_grpc.load(plan.pin, address, file, 16, plan.warmup, TOKEN)
+        for connections in plan.concurrency:
+            runs = [
+                one_grpc_load(server, plan, address, file, connections) for _ in range(plan.repeat)
+            ]
+            load = max(runs, key=lambda found: found.rps)
+            into.grpc_rows.append(
+                Row(server.system, batching_label, size, connections, load, server.role)
+            )
+
+
+def one_grpc_load(server: Server, plan: Plan, address: str, file: Path, connections: int) -> Load:
+    """One bench/grpc_load.py run, with the server's CPU time per call (its warm-up's calls
+    counted, as they fall inside the CPU reading)."""
+    before = server.cpu()
+    found = serving_grpc.load(plan.pin, address, file, connections, plan.duration, TOKEN)
+    after = server.cpu()
+    server.check()
+    calls = found["requests"] + found["errors"] + found.get("warmup_requests", 0)
+    cpu_us = (after - before) / calls * 1e6 if before is not None and after is not None else None
+    return Load(
+        found["rps"], found["p50_ms"], found["p99_ms"], int(found["requests"]),
+        int(found["errors"]), cpu_us if calls else None,
+    )  # fmt: skip
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -584,53 +688,183 @@ def ceiling_shares(rows: list[Row], ceiling: Load, size: int) -> list[list[str]]
     return out
 
 
-def report(measured: Measured, ceiling: dict[int, Load], header: str) -> None:
+def grpc_cells(row: Row) -> list[str]:
+    cpu = f"{row.load.cpu_us:,.0f}" if row.load.cpu_us is not None else ""
+    ratio = f"{row.load.p99_ms / row.load.p50_ms:.1f}" if row.load.p50_ms else ""
+    return [
+        row.system, row.batching, str(row.samples), str(row.concurrency), f"{row.load.rps:,.0f}",
+        f"{row.samples_per_s:,.0f}", f"{row.load.p50_ms:.2f}", f"{row.load.p99_ms:.2f}", ratio,
+        cpu, str(row.load.errors or ""),
+    ]  # fmt: skip
+
+
+def peer_label(row: Row) -> str:
+    """A MLServer row's configuration, short: "workers=0, batching off"."""
+    return (
+        f"{row.system.removeprefix(f'MLServer {mlserver_peer.VERSION} ')}, batching {row.batching}"
+    )
+
+
+def comparisons(rows: list[Row], levels: list[int]) -> list[list[str]]:
+    """For 1-sample requests: the deployment's req/s ÷ the direct server's (batching off), and
+    each as a multiple of MLServer's best row (any configuration) under the same load."""
+
+    def find(system: str, connections: int) -> Row | None:
+        return next(
+            (
+                r
+                for r in rows
+                if (r.system, r.batching, r.samples, r.concurrency)
+                == (system, "off", 1, connections)
+            ),
+            None,
+        )
+
+    def best_peer(connections: int) -> Row | None:
+        peers = [
+            r for r in rows if r.role == "peer" and (r.samples, r.concurrency) == (1, connections)
+        ]
+        return max(peers, key=lambda r: r.load.rps) if peers else None
+
+    def ratio(top: Row | None, bottom: Row | None, form: str) -> str:
+        return (
+            format(top.load.rps / bottom.load.rps, form) + ("" if form.endswith("%") else "x")
+            if top and bottom and bottom.load.rps
+            else "-"
+        )
+
+    out = [
+        ["deployment req/s ÷ Loom direct"]
+        + [ratio(find(DEPLOYMENT, c), find(LOOM, c), ".0%") for c in levels]
+    ]
+    if any(best_peer(c) for c in levels):
+        for system in (LOOM, DEPLOYMENT):
+            label = "Loom direct" if system == LOOM else "Loom deployment"
+            out.append(
+                [f"{label} ÷ best MLServer"]
+                + [ratio(find(system, c), best_peer(c), ".2f") for c in levels]
+            )
+        out.append(
+            ["best MLServer: req/s, configuration"]
+            + [
+                f"{peer.load.rps:,.0f}, {peer_label(peer)}" if (peer := best_peer(c)) else "-"
+                for c in levels
+            ]
+        )
+    return out
+
+
+def p99_over_p50(protocols: dict[str, list[Row]], connections: int) -> list[list[str]]:
+    """p99/p50 (p50 / p99 ms) of each 1-sample row at `connections`, a column a protocol."""
+
+    def cell(rows: list[Row], key: tuple[str, str]) -> str:
+        found = [
+            r
+            for r in rows
+            if (r.system, r.batching, r.samples, r.concurrency) == (*key, 1, connections)
+        ]
+        if not found or not found[0].load.p50_ms:
+            return ""
+        load = found[0].load
+        return f"{load.p99_ms / load.p50_ms:.1f} ({load.p50_ms:.2f} / {load.p99_ms:.2f})"
+
+    every = [r for rows in protocols.values() for r in rows if r.samples == 1]
+    keys = list(dict.fromkeys((r.system, r.batching) for r in every))
+    return [[*key, *(cell(rows, key) for rows in protocols.values())] for key in keys]
+
+
+def summary(measured: Measured, levels: list[int]) -> str:
+    """For 1-sample requests, REST and gRPC apart: the deployment against the direct server,
+    both against MLServer's best, and p99/p50 at the highest concurrency."""
+    protocols = {
+        name: rows for name, rows in (("REST", measured.rows), ("gRPC", measured.grpc_rows)) if rows
+    }
+    heads = [f"{c} conn" for c in levels]
+    blocks = [
+        table(f"summary, {name}: 1-sample requests, Loom batching off; MLServer's best: its "
+              "fastest row under that load", [name, *heads], comparisons(rows, levels))
+        for name, rows in protocols.items()
+    ]  # fmt: skip
+    top = max(levels)
+    blocks.append(
+        table(
+            f"summary, p99/p50 at {top} connections, 1-sample requests (p50 / p99 ms)",
+            ["system", "batching", *protocols],
+            p99_over_p50(protocols, top),
+        )
+    )
+    return "\n\n".join(blocks)
+
+
+def report(measured: Measured, ceiling: dict[int, Load], header: str, levels: list[int]) -> None:
     big = max(SIZES)
     ceiling_rows = [Row(CEILING, "-", size, 1, load, "ceiling") for size, load in ceiling.items()]
     print(header)
     print()
-    print(
-        table(
-            "V2 inference, digits CNN (ms: wrk's latency percentiles; in-process: per run call)",
-            ["system", "batching", "samples/req", "conc", "req/s", "samples/s", "p50 ms",
-             "p99 ms", f"% of in-process b{big}", "CPU µs/req", "errors"],
-            [row_cells(r, ceiling) for r in [*measured.rows, *ceiling_rows]],
-        )
-    )  # fmt: skip
-    print()
+    if measured.rows:
+        print(
+            table(
+                "V2 inference, digits CNN (ms: wrk's latency percentiles; in-process: per run "
+                "call)",
+                ["system", "batching", "samples/req", "conc", "req/s", "samples/s", "p50 ms",
+                 "p99 ms", f"% of in-process b{big}", "CPU µs/req", "errors"],
+                [row_cells(r, ceiling) for r in [*measured.rows, *ceiling_rows]],
+            )
+        )  # fmt: skip
+        print()
     print(
         table(
             "cold start: spawn → first successful infer", ["system", "batching", "s"], measured.cold
         )
     )
-    print()
-    print(
-        table(
-            f"aim (a): Loom req/s ÷ best MLServer req/s, same load (aim ≥ {AIM_SPEEDUP:.0f}x, "
-            "p99 no worse)",
-            ["system", "batching", "samples/req", "conc", "best MLServer", "ratio",
-             "p99 ms Loom / MLServer", "CPU/req MLServer ÷ Loom", "met"],
-            speedups(measured.rows),
+    if measured.rows:
+        print()
+        print(
+            table(
+                f"aim (a): Loom req/s ÷ best MLServer req/s, same load (aim ≥ {AIM_SPEEDUP:.0f}x, "
+                "p99 no worse)",
+                ["system", "batching", "samples/req", "conc", "best MLServer", "ratio",
+                 "p99 ms Loom / MLServer", "CPU/req MLServer ÷ Loom", "met"],
+                speedups(measured.rows),
+            )
+        )  # fmt: skip
+        print()
+        print(
+            table(
+                f"aim (b): Loom samples/s at {big}-sample requests ÷ in-process batch {big} "
+                f"(aim ≥ {AIM_CEILING:.0%})",
+                ["system", "batching", "conc", "samples/s", "in-process samples/s", "share", "met"],
+                ceiling_shares(measured.rows, ceiling[big], big),
+            )
         )
-    )  # fmt: skip
+    if measured.grpc_rows:
+        print()
+        print(
+            table(
+                "V2 gRPC ModelInfer, digits CNN (bench/grpc_load.py: pre-serialized requests, "
+                "raw_input_contents, one channel a connection; ms: its latency percentiles)",
+                ["system", "batching", "samples/req", "conc", "req/s", "samples/s", "p50 ms",
+                 "p99 ms", "p99/p50", "CPU µs/req", "errors"],
+                [grpc_cells(r) for r in measured.grpc_rows],
+            )
+        )  # fmt: skip
     print()
-    print(
-        table(
-            f"aim (b): Loom samples/s at {big}-sample requests ÷ in-process batch {big} "
-            f"(aim ≥ {AIM_CEILING:.0%})",
-            ["system", "batching", "conc", "samples/s", "in-process samples/s", "share", "met"],
-            ceiling_shares(measured.rows, ceiling[big], big),
-        )
-    )
+    print(summary(measured, levels))
 
 
 # -- main ------------------------------------------------------------------------------------
-def arguments() -> argparse.Namespace:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--duration", type=float, default=5, help="seconds per wrk row")
-    parser.add_argument("--warmup", type=float, default=1, help="wrk seconds before each set")
+    parser.add_argument(
+        "--duration", type=float, default=5, help="seconds per row (wrk or grpc_load.py)"
+    )
+    parser.add_argument(
+        "--warmup", type=float, default=1, help="load seconds before each set (wrk; gRPC too)"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs a row, the best reported")
-    parser.add_argument("--concurrency", default="1,16,64", help="wrk connections, per row")
+    parser.add_argument(
+        "--concurrency", default="1,16,64", help="connections (gRPC: calls in flight), per row"
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="when batching is on")
     parser.add_argument(
         "--batch-wait-ms", type=float, default=0.0, help="Loom's, when batching is on"
@@ -647,31 +881,66 @@ def arguments() -> argparse.Namespace:
         "--skip-mlserver-workers", action="store_true", help="no parallel_workers=1 rows"
     )
     parser.add_argument("--no-pin", action="store_true", help="no taskset pinning")
-    return parser.parse_args()
+    parser.add_argument(
+        "--protocols",
+        default="rest,grpc",
+        help="rest, grpc or both (default): REST rows (wrk) and gRPC rows (grpc_load.py), each "
+        "server started once for both",
+    )
+    args = parser.parse_args(argv)
+    chosen = {p.strip() for p in args.protocols.split(",") if p.strip()}
+    if not chosen or chosen - set(PROTOCOLS):
+        parser.error(f"--protocols: some of {','.join(PROTOCOLS)}, got {args.protocols!r}")
+    args.protocols = frozenset(chosen)
+    return args
 
 
 def header(args: argparse.Namespace, pin: Pinning, wrk: str) -> str:
-    version = subprocess.run([wrk, "-v"], capture_output=True, text=True, check=False).stdout
+    version = (
+        subprocess.run([wrk, "-v"], capture_output=True, text=True, check=False).stdout
+        if wrk
+        else ""
+    )
+    load = " and ".join(
+        name for name, on in (("wrk", wrk), ("grpc_load.py", "grpc" in args.protocols)) if on
+    )
     pinning = (
-        f"servers and the in-process ceiling pinned to CPU {pin.server}, wrk to CPU {pin.load} "
-        "(taskset)"
+        f"servers and the in-process ceiling pinned to CPU {pin.server}, {load} to CPU "
+        f"{pin.load} (taskset)"
         if pin.server
         else "no CPU pinning"
     )
-    return "\n".join([
-        f"{os.cpu_count()} CPUs; {pinning}; {version.split(' Copyright')[0].strip()}, -t1, "
-        f"{args.duration:g} s a row (best of {args.repeat}) after a {args.warmup:g} s warm-up",
+    lines = [
+        f"{os.cpu_count()} CPUs; {pinning}; "
+        + (f"{version.split(' Copyright')[0].strip()}, -t1, " if wrk else "")
+        + f"{args.duration:g} s a row (best of {args.repeat}) after a {args.warmup:g} s warm-up",
         f"batching on: Loom --batch-size {args.batch_size} (samples) --batch-wait-ms "
         f"{args.batch_wait_ms:g}; MLServer max_batch_size {args.batch_size} (requests), "
         f"max_batch_time {args.peer_batch_wait_ms / 1000:g} s",
         "ONNX Runtime 1 intra-op thread everywhere; MLServer access log and metrics off",
+    ]
+    if "grpc" in args.protocols:
+        lines.append(
+            "gRPC: the same server processes after their REST rows (Loom direct, the deployment's "
+            "grpc_endpoint, MLServer workers=0), batching off; grpc.aio "
+            f"{_grpc_version()} in one process, the token sent to every server as over REST"
+        )
+    lines.append(
         f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other work "
-        "on the machine skews req/s and latency; CPU µs/req, the servers' own CPU time, less)",
-    ])  # fmt: skip
+        "on the machine skews req/s and latency; CPU µs/req, the servers' own CPU time, less)"
+    )
+    return "\n".join(lines)
+
+
+def _grpc_version() -> str:
+    import grpc
+
+    return str(grpc.__version__)
 
 
 def make_plan(args: argparse.Namespace, wrk: str, pin: Pinning, model: Path, work: Path) -> Plan:
-    """The requests (real test images), their wrk scripts and their expected answers."""
+    """The requests (real test images), their wrk scripts, their gRPC request files and their
+    expected answers."""
     images = test_images()
     name = input_name(model, images)
     ort = session(model)
@@ -679,7 +948,15 @@ def make_plan(args: argparse.Namespace, wrk: str, pin: Pinning, model: Path, wor
     probes = {size: (bodies[size][0], ort.run(None, {name: images[:size]})[0]) for size in SIZES}
     scripts = {size: lua_script(work, size, bodies[size]) for size in SIZES}
     concurrency = [int(c) for c in args.concurrency.split(",")]
-    return Plan(wrk, pin, scripts, probes, concurrency, args.duration, args.warmup, args.repeat)
+    files = (
+        {size: serving_grpc.requests_file(work, NAME, name, images, size) for size in SIZES}
+        if "grpc" in args.protocols
+        else {}
+    )
+    return Plan(
+        wrk, pin, scripts, probes, concurrency, args.duration, args.warmup, args.repeat,
+        args.protocols, files,
+    )  # fmt: skip
 
 
 def ceilings(model: Path, pin: Pinning, seconds: float) -> dict[int, Load]:
@@ -690,14 +967,15 @@ def ceilings(model: Path, pin: Pinning, seconds: float) -> dict[int, Load]:
         return {size: in_process(model, name, images, size, seconds) for size in SIZES}
 
 
-def main() -> None:
-    args = arguments()
-    wrk = ensure_wrk()
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    rest = "rest" in args.protocols
+    wrk = ensure_wrk() if rest else ""
     two = not args.no_pin and (os.cpu_count() or 1) >= 2
     pin = Pinning("0", "1") if two else Pinning(None, None)
     intro = header(args, pin, wrk)
     model = digits_model()
-    ceiling = ceilings(model, pin, args.ceiling_seconds)
+    ceiling = ceilings(model, pin, args.ceiling_seconds) if rest else {}
     measured = Measured()
     with tempfile.TemporaryDirectory(prefix="loom-bench-wrk-") as work:
         plan = make_plan(args, wrk, pin, model, Path(work))
@@ -705,7 +983,7 @@ def main() -> None:
             wait = args.batch_wait_ms if server.role == "loom" else args.peer_batch_wait_ms
             on = f"on ({args.batch_size}, {wait:g} ms)"
             measure(server, plan, on if server.batching else "off", measured)
-    report(measured, ceiling, intro)
+    report(measured, ceiling, intro, plan.concurrency)
 
 
 if __name__ == "__main__":
