@@ -353,3 +353,27 @@ def test_a_gateway_whose_folder_is_gone_ends_with_its_replicas(
     server.stop()
     shutil.rmtree(folder)
     eventually(lambda: not any(running(pid) for pid in pids), timeout=30)
+
+
+def test_try_it_through_the_platform(platform: tuple[Server, LoomClient], images: Any) -> None:
+    """`POST /v1/deployments/N/infer` (the web UI's "try it") answers as the endpoint does, with
+    the caller's rights: the owner gets predictions, another user a 404, bad input the
+    gateway's 400."""
+    server, client = platform
+    pictures, _ = images
+    want = expected(server, client, pictures[:1])
+    client.deploy("tryme", "digits")
+    wait_for(client, "tryme", lambda d: d["replicas"]["ready"] == 1)
+    http = httpx.Client(base_url=server.url, headers=bearer(server.admin_token), timeout=30)
+    answer = http.post("/v1/deployments/tryme/infer", json=v2(pictures[0]))
+    assert answer.status_code == 200, answer.text
+    logits = np.array(answer.json()["outputs"][0]["data"], dtype=np.float32)
+    np.testing.assert_allclose(logits, want[0], rtol=1e-4, atol=1e-4)
+    bad = http.post("/v1/deployments/tryme/infer", content=b"{not json")
+    assert bad.status_code == 400 and "JSON" in bad.json()["error"]
+    eve_token = client.add_user("eve-try")["token"]
+    other = httpx.post(
+        f"{server.url}/v1/deployments/tryme/infer", json=v2(pictures[0]), headers=bearer(eve_token)
+    )
+    assert other.status_code == 404
+    client.delete_deployment("tryme")

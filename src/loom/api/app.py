@@ -19,6 +19,7 @@ from loom.api.routers import (
     admin,
     audit,
     deployments,
+    events,
     experiments,
     jobs,
     learner,
@@ -34,6 +35,7 @@ from loom.api.routers import (
 from loom.launchers.base import Launcher
 from loom.lifecycle.transfers import body_bytes
 from loom.settings import Settings
+from loom.ui import routes as ui
 
 
 def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastAPI:
@@ -81,8 +83,9 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
         transfers,
         admin,
         tokens,
+        events,
     )
-    for router in (module.router for module in (operations, *routers, audit)):
+    for router in (module.router for module in (operations, *routers, audit, ui)):
         app.include_router(router)
 
     openapi.install(app)

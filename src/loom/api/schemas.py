@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from loom.domain.manifest import manifest_from_dict
 from loom.domain.states import JobState
@@ -21,6 +22,16 @@ USER_NAME = r"^[A-Za-z0-9_.@-]+$"  # what a user may be named, and what a listin
 # Free-text names (a token's, a key's): anything printable. No control characters, NUL among
 # them, which PostgreSQL's text cannot hold.
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+
+
+def _whole(value: Any) -> Any:
+    """A query's count in digits only: `0.0` or `1e3` would pass as an int, loosely."""
+    if isinstance(value, str) and not re.fullmatch(r"-?[0-9]{1,19}", value):
+        raise ValueError("expected a whole number in digits")
+    return value
+
+
+WHOLE = BeforeValidator(_whole)  # in a query parameter's Annotated, before Query(...)
 
 
 class Created(BaseModel):

@@ -82,8 +82,10 @@ def list_jobs(
     offset: int = 0,
     limit: int = 50,
     after: tuple[float, str] | None = None,
+    name: str | None = None,
 ) -> JobPage:
-    """A page of jobs, newest first (by submission time, then id), and the total that match.
+    """A page of jobs, newest first (by submission time, then id), and the total that match
+    (`name`: those whose name holds it, in any case).
 
     `after` (the last job of the previous page's `(submitted_at, id)`) is keyset paging: an
     index range scan that costs the same on page 1 and page 2,000, where `offset` walks past
@@ -93,6 +95,9 @@ def list_jobs(
         query = query.where(Job.owner_id == owner_id)
     if states:
         query = query.where(Job.state.in_(list(states)))
+    if name:
+        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = query.where(Job.name.ilike(f"%{escaped}%", escape="\\"))
     # Counting stops at COUNT_UP_TO + 1 rows: a count of 100,000 jobs is a scan of them all (10
     # ms on PostgreSQL, and growing with the history), and nobody pages through 10,000 anyway.
     capped = query.with_only_columns(Job.id).limit(COUNT_UP_TO + 1).subquery()

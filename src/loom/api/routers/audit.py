@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 
 from loom.api.auth import AdminDep, PlatformDep
 from loom.api.routers.logs import parse_since
-from loom.api.schemas import iso
+from loom.api.schemas import WHOLE, iso
 from loom.store import audit as audit_rows
 from loom.store.tables import AuditEvent
 
@@ -36,8 +36,8 @@ def audit_log(
     actor: Annotated[str | None, Query(max_length=100)] = None,
     action: Annotated[str | None, Query(max_length=50, description="`token.*`: a prefix")] = None,
     since: Annotated[str | None, Query(description="epoch ms or ISO-8601")] = None,
-    before_id: Annotated[int | None, Query(ge=1, le=2**62)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    before_id: Annotated[int | None, WHOLE, Query(ge=1, le=2**62)] = None,
+    limit: Annotated[int, WHOLE, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """Events matching every filter given, newest first."""
     query = audit_rows.AuditQuery(actor, action, parse_since(since), before_id, limit)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter
+import anyio
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from loom.api.audit import AuditDep
@@ -14,6 +15,7 @@ from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
 from loom.serving.deployments import Scaling
+from loom.serving.tryout import try_request
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 
@@ -132,6 +134,19 @@ def delete(name: str, loom: PlatformDep, user: UserDep, audit: AuditDep) -> None
     """Drain in-flight requests, stop the replicas and the endpoint."""
     loom.deployments.delete(user.id, name)
     audit("deployment.delete", name)
+
+
+@router.post("/{name}/infer", response_model=None)
+async def try_it(name: str, request: Request, loom: PlatformDep, user: UserDep) -> Response:
+    """Send one V2 inference request (JSON) to your deployment and get its answer: the web
+    UI's "try it". Call the deployment's own endpoint for anything more."""
+    view = loom.deployments.get(user.id, name)
+    body = await request.body()
+    authorization = request.headers.get("authorization", "")
+    status, answer = await anyio.to_thread.run_sync(
+        try_request, view["endpoint"], name, body, authorization
+    )
+    return Response(answer, status, media_type="application/json")
 
 
 def _said(change: CanaryChange) -> str:

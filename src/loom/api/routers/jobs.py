@@ -17,7 +17,15 @@ from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.openapi import ZIP
 from loom.api.paging import decode_cursor, encode_cursor
-from loom.api.schemas import USER_NAME, Created, JobAction, job_detail, job_summary
+from loom.api.schemas import (
+    PRINTABLE,
+    USER_NAME,
+    WHOLE,
+    Created,
+    JobAction,
+    job_detail,
+    job_summary,
+)
 from loom.api.uploads import multipart_body, spec_and_code
 from loom.domain.accounts import check_priority
 from loom.domain.errors import ArchiveError, InvalidInput
@@ -71,14 +79,18 @@ def list_jobs(
     loom: PlatformDep,
     user: UserDep,
     state: Annotated[list[str] | None, Query()] = None,
-    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, WHOLE, Query(ge=0, le=10**9)] = 0,
+    limit: Annotated[int, WHOLE, Query(ge=1, le=500)] = 50,
     owner: Annotated[
         str | None, Query(max_length=100, pattern=USER_NAME, description="admins: whose")
     ] = None,
     all_users: Annotated[bool, Query(alias="all", description="admins: everyone's")] = False,
     cursor: Annotated[
         str | None, Query(max_length=300, description="a page's `next_cursor`: the next page")
+    ] = None,
+    name: Annotated[
+        str | None,
+        Query(max_length=200, pattern=PRINTABLE, description="jobs whose name holds this"),
     ] = None,
 ) -> dict[str, Any]:
     """Jobs, newest first. Page with `next_cursor` (as fast on the last page as on the first);
@@ -94,6 +106,7 @@ def list_jobs(
             offset=offset,
             limit=limit,
             after=after,
+            name=name,
         )
         names = owner_names(session, page.jobs)
     return {

@@ -11,16 +11,20 @@ from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.openapi import STREAM
 from loom.api.routers import stream
 from loom.api.routers.stream import Cursor, Wanted
+from loom.api.schemas import WHOLE
 from loom.domain.errors import InvalidInput
 from loom.tds.logs import LogQuery, line_json
 
 router = APIRouter(prefix="/v1/jobs", tags=["logs"])
 
 # FfDL's paging parameters, shared by the log and metric endpoints.
-Pos = Annotated[int, Query(ge=-(10**12), le=10**12, description="1-based; negative: from the end")]
-PageSize = Annotated[int, Query(ge=1, le=10_000)]
+Pos = Annotated[
+    int, WHOLE, Query(ge=-(10**12), le=10**12, description="1-based; negative: from the end")
+]
+PageSize = Annotated[int, WHOLE, Query(ge=1, le=10_000)]
 After = Annotated[
     int | None,
+    WHOLE,
     Query(ge=0, le=2**53, description="the records after this `id` (keyset paging; not with pos)"),
 ]
 
@@ -47,7 +51,7 @@ def logs(
     pos: Pos = 0,
     pagesize: PageSize = 100,
     since: str | None = None,
-    learner: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    learner: Annotated[int | None, WHOLE, Query(ge=1, le=100_000)] = None,
     after: After = None,
     follow: bool = False,
     states: Annotated[

@@ -16,6 +16,7 @@ from loom.api.openapi import STREAM
 from loom.api.routers import stream
 from loom.api.routers.logs import After, PageSize, Pos, parse_since
 from loom.api.routers.stream import Cursor, Wanted
+from loom.api.schemas import WHOLE
 from loom.domain.errors import InvalidInput
 from loom.tds.metrics import MetricQuery, emetrics_json, point_json
 
@@ -40,7 +41,7 @@ def metrics(
     since: str | None = None,
     group: Annotated[str | None, Query(max_length=100)] = None,
     name: Annotated[str | None, Query(max_length=200)] = None,
-    learner: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+    learner: Annotated[int | None, WHOLE, Query(ge=0, le=100_000)] = None,
     after: After = None,
     form: Form = Form.POINTS,
     follow: bool = False,

@@ -27,7 +27,7 @@ from loom.api.auth import CallerDep, PlatformDep
 from loom.api.openapi import ZIP
 from loom.api.platform import Platform
 from loom.api.routers.learner import check_job_scope
-from loom.api.schemas import Received
+from loom.api.schemas import WHOLE, Received
 from loom.domain.errors import InvalidInput
 from loom.lifecycle import transfers
 from loom.lifecycle.workspace import Workspace
@@ -43,7 +43,9 @@ _ZIP_BODY = {
     }
 }
 LearnerId = Annotated[int, PathParam(ge=1, le=2**31)]
-AttemptNumber = Annotated[int, Query(ge=1, le=2**31, description="the sending learner's attempt")]
+AttemptNumber = Annotated[
+    int, WHOLE, Query(ge=1, le=2**31, description="the sending learner's attempt")
+]
 
 
 @router.get("/{job_id}/code", response_class=FileResponse, responses=ZIP)
