@@ -53,6 +53,8 @@ def test_train_follow_list_show_logs_download(server: Server, tmp_path: Path) ->
     listed = loom(server, "list").stdout
     assert job_id in listed  # whole, at 80 columns
     assert max(len(line) for line in listed.splitlines()) <= 80
+    assert job_id in loom(server, "list", "--name", "TEST").stdout  # a part, in any case
+    assert job_id not in loom(server, "list", "--name", "nothing-like-it").stdout
     shown = json.loads(loom(server, "show", job_id, "--json").stdout)
     assert shown["state"] == "COMPLETED"
     assert loom(server, "logs", job_id).stdout.splitlines() == ["hello from loom", "bye"]

@@ -143,16 +143,19 @@ def list_jobs(
     limit: int = 50,
     owner: Annotated[str | None, typer.Option(help="admins: this user's jobs")] = None,
     everyone: Annotated[bool, typer.Option("--all", help="admins: every user's jobs")] = False,
+    name: Annotated[str | None, typer.Option(help="only jobs whose name holds this")] = None,
     fmt: OutputOpt = Format.TABLE,
     watching: WatchOpt = False,
 ) -> None:
     """List your jobs, newest first."""
     with client() as loom:
+        fetch = partial(
+            loom.jobs, state=state, limit=limit, owner=owner, everyone=everyone, name=name
+        )
         if watching:
-            fetch = partial(loom.jobs, state=state, limit=limit, owner=owner, everyone=everyone)
             watch(fmt, fetch, _jobs_table)
             return
-        page = loom.jobs(state=state, limit=limit, owner=owner, everyone=everyone)
+        page = fetch()
     emit(fmt, page, lambda wide: _jobs_table(page, wide))
     if fmt in (Format.TABLE, Format.WIDE) and page["total"] > len(page["jobs"]):
         more = "" if page.get("total_exact", True) else "+"

@@ -148,12 +148,16 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls):
         owner: str | None = None,
         everyone: bool = False,
         cursor: str | None = None,
+        name: str | None = None,
     ) -> dict[str, Any]:
-        """A page of your jobs, newest first; admins may ask for one `owner`'s or `everyone`'s.
-        The next page: pass the page's `next_cursor` as `cursor` (None on the last page)."""
+        """A page of your jobs, newest first; admins may ask for one `owner`'s or `everyone`'s;
+        `name`: only jobs whose name holds it. The next page: pass the page's `next_cursor` as
+        `cursor` (None on the last page)."""
         params: dict[str, Any] = {"offset": offset, "limit": limit}
         if cursor:
             params["cursor"] = cursor
+        if name:
+            params["name"] = name
         if state:
             params["state"] = state
         if owner:
