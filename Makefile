@@ -6,7 +6,8 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 # torch is pinned in pyproject's `torch` extra: unpinned, it pulls several GB of CUDA packages.
 CHECKED := src tests bench examples tools
 
-.PHONY: demo test lint check-types unit bench-launch audit sandbox-tools postgres-tools clean
+.PHONY: demo test lint check-types unit bench-launch audit sandbox-tools postgres-tools \
+	browser-tools ui ui-if-node clean
 
 # The pip a venv starts with may be older than its security fixes (23.2.1: PYSEC-2023-228).
 $(BIN)/python:
@@ -38,7 +39,28 @@ postgres-tools:
 		(apt-get update -qq >/dev/null && apt-get install -y -qq postgresql >/dev/null); \
 	else echo "PostgreSQL is not installed: install it (apt-get install postgresql)"; exit 1; fi
 
-demo: $(VENV)/.demo-installed sandbox-tools
+# The web UI, built from ui/ (its packages from npm, pinned by ui/package-lock.json) into
+# src/loom/ui/static, where the API server serves it and the wheel takes it from.
+UI_SOURCES := $(shell find ui -path ui/node_modules -prune -o -type f -print 2>/dev/null)
+src/loom/ui/static/index.html: $(UI_SOURCES)
+	cd ui && npm ci --no-audit --no-fund --loglevel=error && node build.mjs
+
+ui: src/loom/ui/static/index.html
+
+# Without Node.js the demo runs without its UI (the API, CLI and everything else work).
+ui-if-node:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ui; \
+	else echo "npm is not installed: the web UI is not built (apt-get install nodejs npm)"; fi
+
+# The browser tests drive Debian's chromium through Playwright (no browser download).
+browser-tools:
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		(apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null); \
+	else echo "chromium is not installed: install it (apt-get install chromium)"; exit 1; fi
+
+demo: $(VENV)/.demo-installed sandbox-tools ui-if-node
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.test-installed
@@ -54,7 +76,8 @@ unit: $(VENV)/.test-installed
 
 # Everything on SQLite, then the API, store, lifecycle, TDS and pipelines tests, and the
 # experiments' crash, halt and parallelism tests, again on PostgreSQL.
-test: lint check-types sandbox-tools postgres-tools
+test: lint check-types sandbox-tools postgres-tools browser-tools ui
+	cd ui && npm test --silent
 	$(BIN)/pytest --durations=15
 	LOOM_TEST_DB=postgres $(BIN)/pytest -m "not postgres" tests/api tests/store tests/lifecycle tests/tds \
 		tests/hpo/test_experiments.py tests/pipelines -k "not test_experiments or kill9 or halt or goal or parallel"
@@ -70,4 +93,4 @@ bench-launch: $(VENV)/.test-installed
 	$(BIN)/python bench/launch.py
 
 clean:
-	rm -rf $(VENV) .loom-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .loom-demo .pytest_cache .mypy_cache .ruff_cache ui/node_modules src/loom/ui/static

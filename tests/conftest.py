@@ -271,6 +271,7 @@ def register(client: LoomClient, model_zip: bytes, name: str = "digits") -> None
     version = client.model_version(name, "latest")
     assert f"registered model version {version['version']}" in finished["status_message"]
     assert version["provenance"]["job_id"] == job_id
+    assert client.job(job_id)["model"] == {"name": name, "version": version["version"]}
 
 
 def held_out_digits() -> tuple[Any, Any]:

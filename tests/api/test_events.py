@@ -85,6 +85,8 @@ def test_jobs_are_filtered_by_name(server: Server) -> None:
             j["name"] for j in http.get("/v1/jobs", params={"name": q}).json()["jobs"]
         )
         assert names("cnn") == ["CNN-large", "cnn-small"]
+        listed = http.get("/v1/jobs", params={"name": "mlp"}).json()["jobs"]
+        assert listed[0]["framework"] == "python"  # the jobs page's column
         assert names("_") == ["a_b"]  # a wildcard in SQL, a character here
         assert names("%") == []
         assert http.get("/v1/jobs", params={"name": "a\x01"}).status_code == 400

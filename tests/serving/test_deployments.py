@@ -369,6 +369,8 @@ def test_try_it_through_the_platform(platform: tuple[Server, LoomClient], images
     assert answer.status_code == 200, answer.text
     logits = np.array(answer.json()["outputs"][0]["data"], dtype=np.float32)
     np.testing.assert_allclose(logits, want[0], rtol=1e-4, atol=1e-4)
+    meta = http.get("/v1/deployments/tryme/metadata").json()
+    assert meta["name"] == "tryme" and meta["inputs"][0]["name"] == "image"
     bad = http.post("/v1/deployments/tryme/infer", content=b"{not json")
     assert bad.status_code == 400 and "JSON" in bad.json()["error"]
     eve_token = client.add_user("eve-try")["token"]
@@ -376,4 +378,6 @@ def test_try_it_through_the_platform(platform: tuple[Server, LoomClient], images
         f"{server.url}/v1/deployments/tryme/infer", json=v2(pictures[0]), headers=bearer(eve_token)
     )
     assert other.status_code == 404
+    hidden = httpx.get(f"{server.url}/v1/deployments/tryme/metadata", headers=bearer(eve_token))
+    assert hidden.status_code == 404
     client.delete_deployment("tryme")

@@ -114,6 +114,7 @@ def job_summary(job: Job) -> dict[str, Any]:
     return {
         "id": job.id,
         "name": job.name,
+        "framework": _framework(job.manifest),
         "state": job.state,
         "error_code": job.error_code,
         "status_message": job.status_message,
@@ -124,6 +125,16 @@ def job_summary(job: Job) -> dict[str, Any]:
         "started_at": iso(job.started_at),
         "finished_at": iso(job.finished_at),
     }
+
+
+def _framework(manifest: str) -> str | None:
+    """The framework's name in a stored manifest (JSON), for a listing's column."""
+    try:
+        framework = json.loads(manifest).get("framework")
+    except (ValueError, AttributeError):
+        return None
+    name = framework.get("name") if isinstance(framework, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def job_detail(

@@ -18,13 +18,24 @@ TIMEOUT_S = 30.0
 
 def try_request(endpoint: str, model: str, body: bytes, authorization: str) -> tuple[int, bytes]:
     """(status, JSON body) of `POST {endpoint}/v2/models/{model}/infer`."""
-    url = f"{endpoint.replace('://0.0.0.0:', '://127.0.0.1:')}/v2/models/{model}/infer"
+    return _call("POST", endpoint, f"/v2/models/{model}/infer", authorization, body)
+
+
+def metadata(endpoint: str, model: str, authorization: str) -> tuple[int, bytes]:
+    """(status, JSON body) of `GET {endpoint}/v2/models/{model}`: its inputs and outputs."""
+    return _call("GET", endpoint, f"/v2/models/{model}", authorization)
+
+
+def _call(
+    method: str, endpoint: str, path: str, authorization: str, body: bytes = b""
+) -> tuple[int, bytes]:
+    url = endpoint.replace("://0.0.0.0:", "://127.0.0.1:") + path
     headers = {"authorization": authorization, "content-type": "application/json"}
     try:
         # The platform's own gateway on this machine: with HTTPS its certificate is the
         # platform's, which need not name the loopback address it is reached on here.
         with httpx.Client(verify=False, timeout=TIMEOUT_S) as client:
-            response = client.post(url, content=body, headers=headers)
+            response = client.request(method, url, content=body, headers=headers)
     except httpx.HTTPError as exc:
         raise PlatformError(f"the deployment did not answer: {type(exc).__name__}") from exc
     if len(response.content) > MAX_ANSWER:

@@ -15,7 +15,7 @@ from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
 from loom.serving.deployments import Scaling
-from loom.serving.tryout import try_request
+from loom.serving.tryout import metadata, try_request
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 
@@ -146,6 +146,16 @@ async def try_it(name: str, request: Request, loom: PlatformDep, user: UserDep) 
     status, answer = await anyio.to_thread.run_sync(
         try_request, view["endpoint"], name, body, authorization
     )
+    return Response(answer, status, media_type="application/json")
+
+
+@router.get("/{name}/metadata", response_model=None)
+async def model_metadata(name: str, request: Request, loom: PlatformDep, user: UserDep) -> Response:
+    """The served model's V2 metadata (name, platform, inputs, outputs), as its endpoint
+    answers `GET /v2/models/{name}`."""
+    view = loom.deployments.get(user.id, name)
+    authorization = request.headers.get("authorization", "")
+    status, answer = await anyio.to_thread.run_sync(metadata, view["endpoint"], name, authorization)
     return Response(answer, status, media_type="application/json")
 
 

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
 from loom.api.accounts import listing_owner, owner_names
@@ -36,7 +38,7 @@ from loom.lifecycle.workspace import Workspace
 from loom.storage.archive import check_zip, zip_tree
 from loom.store import jobs as job_rows
 from loom.store import run_info
-from loom.store.tables import User
+from loom.store.tables import Model, ModelVersion, User
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -127,7 +129,20 @@ def show(job_id: str, loom: PlatformDep, user: UserDep) -> Any:
         learners = job_rows.learners_of(session, job_id)
         owner = session.get(User, job.owner_id)
         info = run_info.read(session, job_id)
-    return job_detail(job, owner.name if owner else "", history, learners, info)
+        model = _registered(session, job_id)
+    return {**job_detail(job, owner.name if owner else "", history, learners, info), "model": model}
+
+
+def _registered(session: Session, job_id: str) -> dict[str, Any] | None:
+    """The model version the job registered (`{name, version}`), if it did."""
+    found = session.execute(
+        select(Model.name, ModelVersion.version)
+        .join(Model, Model.id == ModelVersion.model_id)
+        .where(ModelVersion.job_id == job_id)
+        .order_by(ModelVersion.id.desc())
+        .limit(1)
+    ).first()
+    return {"name": found[0], "version": found[1]} if found else None
 
 
 @router.patch("/{job_id}", status_code=202)

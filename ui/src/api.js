@@ -1,0 +1,104 @@
+// The API, same origin, with the signed-in user's token on every call. A 401 anywhere signs
+// the user out (the token was revoked or expired); every other error is an ApiError carrying
+// the server's `{"error", "field", "code"}`.
+
+const KEY = "loom.token";
+
+export const token = {
+  get: () => localStorage.getItem(KEY),
+  set: (value) => localStorage.setItem(KEY, value),
+  clear: () => localStorage.removeItem(KEY),
+};
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super(body?.error || `the server answered ${status}`);
+    this.status = status;
+    this.field = body?.field || "";
+    this.code = body?.code || "";
+  }
+}
+
+let signedOut = () => {};
+
+/** What to do when the server refuses the token (401). */
+export function onSignedOut(handler) {
+  signedOut = handler;
+}
+
+/** The token was refused: sign out. */
+export function refused(error) {
+  signedOut(error);
+}
+
+export function authHeaders(given = token.get(), extra = {}) {
+  return given ? { Authorization: `Bearer ${given}`, ...extra } : { ...extra };
+}
+
+export async function errorBody(response) {
+  const text = await response.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { error: text.slice(0, 300) || response.statusText };
+  }
+}
+
+/** The raw response of a call; throws ApiError unless it is 2xx. */
+export async function request(path, { method = "GET", json, body, signal, headers, bearer } = {}) {
+  const sent = authHeaders(bearer ?? token.get(), headers);
+  if (json !== undefined) {
+    sent["Content-Type"] = "application/json";
+    body = JSON.stringify(json);
+  }
+  const response = await fetch(path, { method, body, signal, headers: sent });
+  if (response.ok) return response;
+  const error = new ApiError(response.status, await errorBody(response));
+  if (response.status === 401 && bearer === undefined) signedOut(error);
+  throw error;
+}
+
+/** A call's JSON answer (null for 204). */
+export async function api(path, options) {
+  const response = await request(path, options);
+  return response.status === 204 ? null : response.json();
+}
+
+/** `?a=1&b=2` from an object, leaving out empty values. */
+export function query(params) {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value === undefined || value === null || value === "" || value === false) continue;
+    for (const each of Array.isArray(value) ? value : [value]) search.append(key, String(each));
+  }
+  const text = search.toString();
+  return text ? `?${text}` : "";
+}
+
+export const path = (...parts) => parts.map((p) => encodeURIComponent(p)).join("/");
+
+/** Hand a Blob to the browser as a download named `filename`. */
+export function saveBlob(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = filename;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+function filenameOf(response, fallback) {
+  const header = response.headers.get("content-disposition") || "";
+  const star = /filename\*=(?:UTF-8'')?([^;]+)/i.exec(header);
+  if (star) return decodeURIComponent(star[1].replace(/"/g, ""));
+  const plain = /filename="?([^";]+)"?/i.exec(header);
+  return plain ? plain[1] : fallback;
+}
+
+/** Download an API file with the token (a plain link cannot send it). */
+export async function download(url, fallback) {
+  const response = await request(url);
+  saveBlob(await response.blob(), filenameOf(response, fallback));
+}

@@ -1,0 +1,125 @@
+// Pieces every page uses: state badges, error notes, scrollable tables, confirmation
+// dialogs, downloads that carry the token, labelled form fields.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { download } from "./api.js";
+import { html } from "./html.js";
+
+const TONE = {
+  QUEUED: "waiting",
+  PENDING: "active",
+  DOWNLOADING: "active",
+  PROCESSING: "active",
+  STORING: "active",
+  COMPLETED: "good",
+  FAILED: "bad",
+  HALTED: "stopped",
+  ready: "good",
+  starting: "active",
+  scaling: "active",
+  updating: "active",
+  degraded: "stopped",
+  down: "bad",
+  failed: "bad",
+};
+
+/** A state as text in a tinted box: the colour only repeats what the word says. */
+export function Badge({ state }) {
+  const text = state || "unknown";
+  return html`<span class=${`badge tone-${TONE[text] || "plain"}`}>${text}</span>`;
+}
+
+export function ErrorNote({ error, id }) {
+  if (!error) return null;
+  const message = typeof error === "string" ? error : error.message;
+  return html`<p class="error" role="alert" id=${id}>${message}</p>`;
+}
+
+export function Loading({ what = "Loading" }) {
+  return html`<p class="muted" role="status">${what}…</p>`;
+}
+
+/** A table that scrolls sideways inside its box on a narrow screen (and by keyboard). */
+export function TableBox({ label, children }) {
+  return html`<div class="table-box" role="region" aria-label=${label} tabindex="0">${children}</div>`;
+}
+
+/** A link to an API file; clicking downloads it with the token. */
+export function DownloadLink({ href, filename, children, fetchBlob }) {
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const click = async (event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      await (fetchBlob ? fetchBlob() : download(href, filename));
+    } catch (caught) {
+      setError(caught);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<span class="download">
+    <a href=${href} onClick=${click} aria-busy=${busy ? "true" : undefined}>${children}</a>
+    ${busy && html`<span class="muted"> preparing…</span>`}
+    ${error && html`<span class="error" role="alert"> ${error.message}</span>`}
+  </span>`;
+}
+
+/**
+ * Asks before doing something that cannot be undone. A native modal <dialog>: it keeps focus
+ * inside, closes on Escape, and gives focus back to what opened it.
+ */
+export function ConfirmDialog({ title, children, onConfirm, onClose }) {
+  const ref = useRef(null);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    const opener = document.activeElement;
+    ref.current.showModal();
+    return () => opener?.focus?.();
+  }, []);
+  const confirm = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      await onConfirm();
+      onClose();
+    } catch (caught) {
+      setError(caught);
+      setBusy(false);
+    }
+  };
+  const cancel = (event) => {
+    event.preventDefault();
+    onClose();
+  };
+  return html`<dialog ref=${ref} aria-labelledby="dialog-title" onCancel=${cancel}>
+    <h2 id="dialog-title">${title}</h2>
+    <div>${children}</div>
+    <${ErrorNote} error=${error} />
+    <div class="actions">
+      <button type="button" class="danger" onClick=${confirm} disabled=${busy}>Confirm</button>
+      <button type="button" onClick=${onClose} autofocus>Cancel</button>
+    </div>
+  </dialog>`;
+}
+
+/** A labelled control with its error beside it, tied with aria-invalid and aria-describedby. */
+export function Field({ id, label, error, hint, children }) {
+  const described = [hint && `${id}-hint`, error && `${id}-error`].filter(Boolean).join(" ");
+  const control = children({
+    id,
+    "aria-invalid": error ? "true" : undefined,
+    "aria-describedby": described || undefined,
+  });
+  return html`<div class=${`field${error ? " invalid" : ""}`}>
+    <label for=${id}>${label}</label>
+    ${control}
+    ${hint && html`<p class="hint" id=${`${id}-hint`}>${hint}</p>`}
+    ${error && html`<p class="field-error" id=${`${id}-error`}>${error}</p>`}
+  </div>`;
+}
+
+/** "n/a" in the table cells where a value is missing. */
+export const orDash = (value) => (value === null || value === undefined || value === "" ? "—" : value);

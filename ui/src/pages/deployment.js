@@ -1,0 +1,194 @@
+// #/deployments/<name>: a deployment's state, replicas, traffic and scale settings, refreshed
+// every 2 s, and a "try it" form that sends one V2 inference request through the API.
+import { useEffect, useState } from "preact/hooks";
+import { ApiError, api, path } from "../api.js";
+import { Badge, ConfirmDialog, ErrorNote, Loading, TableBox, orDash } from "../components.js";
+import { count, json, plural, when } from "../format.js";
+import { useInterval, useResource, useTitle } from "../hooks.js";
+import { html } from "../html.js";
+import { go, href } from "../router.js";
+import { REFRESH_MS, versionText } from "./deployments.js";
+import { exampleRequest } from "../infer.js";
+
+function Facts({ d }) {
+  return html`<dl class="facts">
+    <div><dt>Model</dt><dd><a href=${href("models", d.model)}>${d.model}</a></dd></div>
+    <div><dt>Version served</dt><dd>${versionText(d)}</dd></div>
+    <div><dt>Version asked for</dt><dd>${d.model_ref} (v${d.model_version})</dd></div>
+    <div><dt>Public</dt><dd>${d.public ? "yes: answers without a token" : "no: needs a token or key"}</dd></div>
+    <div><dt>Restarts</dt><dd>${orDash(d.restarts)}</dd></div>
+    <div><dt>Last cold start</dt><dd>${d.last_cold_start_s == null ? "—" : `${d.last_cold_start_s.toFixed(1)} s`}</dd></div>
+    <div><dt>Created</dt><dd>${when(d.created_at)}</dd></div>
+    <div><dt>Updated</dt><dd>${when(d.updated_at)}</dd></div>
+    <div class="wide"><dt>V2 infer</dt><dd><code class="url">${d.urls?.v2_infer}</code></dd></div>
+    <div class="wide"><dt>V1 predict</dt><dd><code class="url">${d.urls?.v1_predict}</code></dd></div>
+    ${d.grpc_endpoint && html`<div class="wide"><dt>V2 gRPC</dt><dd><code class="url">${d.grpc_endpoint}</code></dd></div>`}
+  </dl>`;
+}
+
+function Replicas({ d }) {
+  const r = d.replicas || {};
+  return html`<section>
+    <h2>Replicas</h2>
+    <p>${r.ready} ready of ${r.desired} desired · ${r.starting || 0} starting · ${r.draining || 0} draining</p>
+    ${d.replica_list?.length > 0 &&
+    html`<${TableBox} label="Replicas table">
+      <table>
+        <caption class="sr-only">Replicas</caption>
+        <thead><tr><th scope="col">Replica</th><th scope="col">State</th><th scope="col">Version</th><th scope="col">GPUs</th></tr></thead>
+        <tbody>
+          ${d.replica_list.map(
+            (rep) => html`<tr key=${rep.id}><th scope="row">${rep.id}</th><td><${Badge} state=${rep.state} /></td>
+              <td>v${rep.version}</td><td>${rep.gpus?.length ? rep.gpus.join(", ") : "CPU"}</td></tr>`,
+          )}
+        </tbody>
+      </table>
+    <//>`}
+  </section>`;
+}
+
+function Requests({ d }) {
+  const byVersion = Object.entries(d.requests_by_version || {});
+  return html`<section>
+    <h2>Requests</h2>
+    <p>${plural(d.requests || 0, "request")} served.</p>
+    ${byVersion.length > 0 &&
+    html`<${TableBox} label="Requests by version">
+      <table>
+        <caption class="sr-only">Requests by version</caption>
+        <thead><tr><th scope="col">Version</th><th scope="col" class="num">Requests</th></tr></thead>
+        <tbody>${byVersion.map(([v, n]) => html`<tr><th scope="row">v${v}</th><td class="num">${count(n)}</td></tr>`)}</tbody>
+      </table>
+    <//>`}
+  </section>`;
+}
+
+function Scale({ d, onSaved }) {
+  const [values, setValues] = useState(null); // null: not edited, show the server's
+  const [error, setError] = useState(null);
+  const [saved, setSaved] = useState("");
+  const shown = values || { min: String(d.min_replicas ?? ""), max: String(d.max_replicas ?? "") };
+  const put = (key) => (e) => {
+    setSaved("");
+    setValues({ ...shown, [key]: e.currentTarget.value });
+  };
+  const save = async (event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const json = { min_replicas: Number(shown.min), max_replicas: Number(shown.max) };
+      await api(`/v1/deployments/${path(d.name)}`, { method: "PATCH", json });
+      setValues(null);
+      setSaved("Saved.");
+      onSaved();
+    } catch (caught) {
+      setError(caught);
+    }
+  };
+  const field = error instanceof ApiError ? error.field : "";
+  return html`<section>
+    <h2>Scale settings</h2>
+    <form class="inline" onSubmit=${save}>
+      <div class="field"><label for="min-replicas">Min replicas</label>
+        <input id="min-replicas" type="number" min="0" max="64" step="1" value=${shown.min} onInput=${put("min")}
+          aria-invalid=${field === "min_replicas" ? "true" : undefined} aria-describedby=${error ? "scale-error" : undefined} /></div>
+      <div class="field"><label for="max-replicas">Max replicas</label>
+        <input id="max-replicas" type="number" min="1" max="64" step="1" value=${shown.max} onInput=${put("max")}
+          aria-invalid=${field === "max_replicas" ? "true" : undefined} aria-describedby=${error ? "scale-error" : undefined} /></div>
+      <button type="submit">Save</button>
+      ${saved && html`<span role="status">${saved}</span>`}
+    </form>
+    <${ErrorNote} error=${error} id="scale-error" />
+    <p class="hint">Replicas scale between these with the load (target ${orDash(d.target_concurrency)} requests in flight per replica).</p>
+  </section>`;
+}
+
+function TryIt({ d }) {
+  const [body, setBody] = useState("");
+  const [answer, setAnswer] = useState("");
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  useEffect(() => {
+    const controller = new AbortController();
+    exampleRequest(d, controller.signal).then((example) => {
+      if (!controller.signal.aborted) setBody((old) => old || json(example));
+    });
+    return () => controller.abort();
+  }, [d.name, d.model, d.model_version]);
+  const send = async (event) => {
+    event.preventDefault();
+    setError(null);
+    let parsed;
+    try {
+      parsed = JSON.parse(body);
+    } catch (caught) {
+      setError(`The request is not valid JSON: ${caught.message}`);
+      return;
+    }
+    setBusy(true);
+    setAnswer("");
+    try {
+      const result = await api(`/v1/deployments/${path(d.name)}/infer`, { method: "POST", json: parsed });
+      setAnswer(json(result));
+    } catch (caught) {
+      const shown = caught instanceof ApiError ? { status: caught.status, error: caught.message } : { error: caught.message };
+      setAnswer(json(shown));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<section>
+    <h2>Try it</h2>
+    <form onSubmit=${send}>
+      <div class="field">
+        <label for="infer-request">Request (V2 JSON)</label>
+        <textarea id="infer-request" class="code" rows="10" spellcheck="false" value=${body}
+          onInput=${(e) => setBody(e.currentTarget.value)} aria-describedby="infer-hint"
+          aria-invalid=${error ? "true" : undefined}></textarea>
+        <p class="hint" id="infer-hint">An Open Inference Protocol (V2) request; Loom sends it to this deployment for you.</p>
+      </div>
+      <${ErrorNote} error=${error} />
+      <div class="actions"><button type="submit" class="primary" disabled=${busy}>Send</button>
+        ${busy && html`<span role="status">Waiting for the answer…</span>`}</div>
+    </form>
+    <pre class="response" aria-label="Response" tabindex="0">${answer || "The answer appears here."}</pre>
+  </section>`;
+}
+
+export function DeploymentPage({ name }) {
+  useTitle(`Deployment ${name}`);
+  const { data: d, error, reload } = useResource((signal) => api(`/v1/deployments/${path(name)}`, { signal }), [name]);
+  const [deleting, setDeleting] = useState(false);
+  useInterval(reload, REFRESH_MS);
+  if (!d) {
+    const missing = error instanceof ApiError && error.status === 404;
+    return html`<h1 tabindex="-1">${name}</h1>
+      ${missing
+        ? html`<p role="alert">There is no deployment ${name}. <a href=${href("deployments")}>All deployments</a></p>`
+        : error
+          ? html`<${ErrorNote} error=${error} />`
+          : html`<${Loading} what="Loading the deployment" />`}`;
+  }
+  const remove = async () => {
+    await api(`/v1/deployments/${path(d.name)}`, { method: "DELETE" });
+    go("deployments");
+  };
+  return html`<div class="page-head">
+      <h1 tabindex="-1">${d.name}</h1>
+      <div class="actions"><button type="button" class="danger" onClick=${() => setDeleting(true)}>Delete</button></div>
+    </div>
+    <p class="job-state" role="status"><span class="sr-only">State: </span><${Badge} state=${d.state} />
+      ${d.message && html` <span class="message">${d.message}</span>`}</p>
+    <${ErrorNote} error=${error} />
+    <${Facts} d=${d} />
+    <div class="two-columns">
+      <${Replicas} d=${d} />
+      <${Requests} d=${d} />
+    </div>
+    <${Scale} d=${d} onSaved=${reload} />
+    <${TryIt} d=${d} />
+    ${deleting &&
+    html`<${ConfirmDialog} title="Delete this deployment?" onConfirm=${remove} onClose=${() => setDeleting(false)}>
+      <p><strong>${d.name}</strong> stops answering: in-flight requests finish, then its replicas stop. The model stays registered.</p>
+    <//>`}`;
+}
