@@ -63,7 +63,9 @@ def test_halt_then_resume_continues_from_the_checkpoint(server: Server) -> None:
         wait_for_state(client, job_id, {"HALTED"}, timeout=20)
         assert time.monotonic() - began < 10  # within the default grace of 10 s
         reached = int(lines_of(client, job_id)[-1].split()[-1])
+        assert client.job(job_id)["finished_at"] is not None
         client.resume(job_id)
+        assert client.job(job_id)["finished_at"] is None  # running again, not finished
         job = wait_for_state(client, job_id, FINAL, timeout=60)
         assert job["state"] == "COMPLETED", job
         assert job["attempt"] == 2

@@ -215,6 +215,7 @@ class LifecycleManager:
             )
             job.halt_requested = False
             job.error_code = None
+            job.finished_at = None  # it is not finished any more; its history keeps the halt
             job.queue_reason = "resumed; waiting for the scheduler"
             self._transition(session, job, JobState.QUEUED, "resumed by request")
         self.wake()

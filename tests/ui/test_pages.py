@@ -1,0 +1,176 @@
+"""Every page: signing in and out, what another user may see of the admin's work, axe-core's
+accessibility rules, and a phone's width."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from loom.client import LoomClient
+from tests.conftest import Server, register
+from tests.ui.browser import PHONE, row_of, serious_violations, shoot, shown_state, sign_in
+from tests.ui.digits import run_digits
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+NAV = ("Jobs", "Submit", "Models", "Deployments")
+IDLE = ("ready", "scaled to zero")  # a deployment of no replicas until asked
+
+
+@dataclass
+class AdminWork:
+    job_id: str
+    model: str
+    deployment: str
+
+
+@pytest.fixture(scope="module")
+def work(platform: Server, model_zip: bytes) -> AdminWork:
+    """A completed run with metrics, a registered model and a deployment, all the admin's."""
+    with platform.client() as client:
+        job_id = run_digits(client, "digits-admin")
+        register(client, model_zip)
+        client.deploy("admin-digits", "digits", min_replicas=0)
+        client.wait_deployment("admin-digits", states=IDLE)
+    return AdminWork(job_id, "digits", "admin-digits")
+
+
+def open_job(page: Page, job_id: str) -> None:
+    """A job's page, once its charts have drawn."""
+    page.goto(f"/ui/#/jobs/{job_id}")
+    expect(page.get_by_role("log")).to_contain_text("test accuracy:")
+    expect(page.locator("[data-testid=metric-chart] canvas").first).to_be_visible()
+
+
+def test_signin(page: Page, platform: Server) -> None:
+    """A refused token is said to be refused; the admin's shows their name and role and the
+    navigation; signing out forgets the token and shows the form again."""
+    page.goto("/ui/")
+    token = page.get_by_label("API token")
+    expect(token).to_be_visible()
+    token.fill("not-a-token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("That token was not accepted")
+    expect(page.get_by_role("navigation")).to_have_count(0)
+    shoot(page, "signin-refused")
+
+    token.fill(platform.admin_token)
+    page.get_by_role("button", name="Sign in").click()
+    banner = page.get_by_role("banner")
+    expect(banner).to_contain_text("admin · admin")
+    for name in NAV:
+        expect(banner.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="Jobs", level=1)).to_be_visible()
+    assert page.evaluate("localStorage.getItem('loom.token')") == platform.admin_token
+
+    banner.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API token")).to_be_visible()
+    expect(page.get_by_role("navigation")).to_have_count(0)
+    assert page.evaluate("localStorage.getItem('loom.token')") is None
+    page.reload()
+    expect(page.get_by_label("API token")).to_be_visible()
+
+
+def test_another_user_sees_none_of_it(
+    page: Page, platform: Server, client: LoomClient, work: AdminWork
+) -> None:
+    """Eve, a plain user, sees no admin job in her table, nothing of the admin's job at its
+    address, and no models or deployments."""
+    eve = client.add_user("eve")["token"]
+    sign_in(page, eve)
+    expect(page.get_by_role("banner")).to_contain_text("eve · user")
+    expect(page.get_by_text("No jobs match.")).to_be_visible()
+    expect(page.get_by_role("link", name="digits-admin")).to_have_count(0)
+    expect(page.get_by_label("Owner")).to_have_count(0)
+    shoot(page, "eve-jobs")
+
+    page.goto(f"/ui/#/jobs/{work.job_id}")
+    expect(page.get_by_role("alert")).to_contain_text("not yours")
+    expect(page.get_by_role("main")).not_to_contain_text("digits-admin")
+    expect(page.get_by_role("log")).to_have_count(0)
+    shoot(page, "eve-job-not-found")
+
+    page.goto("/ui/#/models")
+    expect(page.get_by_text("No models yet.")).to_be_visible()
+    page.goto(f"/ui/#/models/{work.model}")
+    expect(page.get_by_role("alert")).to_contain_text(f"There is no model {work.model}")
+    page.goto("/ui/#/deployments")
+    expect(page.get_by_text("No deployments yet.")).to_be_visible()
+    page.goto(f"/ui/#/deployments/{work.deployment}")
+    expect(page.get_by_role("alert")).to_contain_text(f"There is no deployment {work.deployment}")
+
+
+def test_every_page_is_accessible(
+    open_page: Callable[..., Page], platform: Server, work: AdminWork
+) -> None:
+    """axe-core finds nothing serious or critical on any page, a confirmation dialog
+    included (each page saved as <name>.png)."""
+    page = open_page(bypass_csp=True)  # axe-core goes in as an inline script
+    found: dict[str, list[str]] = {}
+
+    def check(name: str) -> None:
+        shoot(page, name)
+        found[name] = serious_violations(page)
+
+    page.goto("/ui/")
+    expect(page.get_by_label("API token")).to_be_visible()
+    check("signin")
+    sign_in(page, platform.admin_token)
+    expect(page.get_by_role("link", name="digits-admin")).to_be_visible()
+    check("jobs")
+    open_job(page, work.job_id)
+    check("job")
+    page.get_by_role("button", name="Delete").click()
+    expect(page.get_by_role("dialog", name="Delete this job?")).to_be_visible()
+    check("job-delete-dialog")
+    page.get_by_role("dialog").get_by_role("button", name="Cancel").click()
+    expect(page.get_by_role("dialog")).to_be_hidden()
+    page.goto("/ui/#/submit")
+    expect(page.get_by_label("Command")).to_be_visible()
+    check("submit-form")
+    page.get_by_role("radio", name="Upload").check()
+    expect(page.get_by_label("Manifest")).to_be_visible()
+    check("submit-upload")
+    page.goto("/ui/#/models")
+    expect(page.get_by_role("link", name=work.model, exact=True)).to_be_visible()
+    check("models")
+    page.goto(f"/ui/#/models/{work.model}")
+    expect(row_of(page, "v1")).to_be_visible()
+    check("model")
+    page.goto("/ui/#/deployments")
+    expect(page.get_by_role("link", name=work.deployment)).to_be_visible()
+    check("deployments")
+    page.goto(f"/ui/#/deployments/{work.deployment}")
+    expect(shown_state(page)).to_contain_text(re.compile("|".join(IDLE)))
+    check("deployment")
+
+    problems = {name: rules for name, rules in found.items() if rules}
+    assert not problems, "\n".join(
+        f"{name}: {rule}" for name, rules in problems.items() for rule in rules
+    )
+
+
+def test_pages_fit_a_phone(
+    open_page: Callable[..., Page], platform: Server, work: AdminWork
+) -> None:
+    """At 390×844 the jobs and job pages scroll only up and down, with the navigation in view."""
+    page = open_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    sign_in(page, platform.admin_token)
+    expect(page.get_by_role("link", name="digits-admin")).to_be_visible()
+    fits_a_phone(page, "jobs-phone")
+    open_job(page, work.job_id)
+    fits_a_phone(page, "job-phone")
+
+
+def fits_a_phone(page: Page, name: str) -> None:
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"{name}: the page is {width} px wide"
+    for link in NAV:
+        expect(
+            page.get_by_role("banner").get_by_role("link", name=link, exact=True)
+        ).to_be_in_viewport()
+    shoot(page, name)
