@@ -369,6 +369,9 @@ def test_try_it_through_the_platform(platform: tuple[Server, LoomClient], images
     assert answer.status_code == 200, answer.text
     logits = np.array(answer.json()["outputs"][0]["data"], dtype=np.float32)
     np.testing.assert_allclose(logits, want[0], rtol=1e-4, atol=1e-4)
+    counted = http.get("/v1/deployments/tryme/stats").json()
+    assert counted["requests"]["200"] >= 1 and counted["count"] >= 1
+    assert counted["buckets"][-1] == ["+Inf", counted["count"]] and counted["inflight"] == 0
     meta = http.get("/v1/deployments/tryme/metadata").json()
     assert meta["name"] == "tryme" and meta["inputs"][0]["name"] == "image"
     bad = http.post("/v1/deployments/tryme/infer", content=b"{not json")

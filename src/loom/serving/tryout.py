@@ -1,5 +1,6 @@
 """One inference request sent to a deployment on its owner's behalf: what the web UI's "try it"
-form does, since a page may reach only the platform's own origin, not the deployment's port.
+form does, since a page may reach only the platform's own origin, not the deployment's port;
+and the deployment's metadata and counters, read the same way.
 
 The request goes to the deployment's gateway on this machine with the caller's own
 `Authorization`, so the gateway decides as it would for the caller; its answer comes back as
@@ -8,7 +9,11 @@ it is (status and JSON), errors included.
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from loom.domain.errors import PlatformError
 
@@ -27,7 +32,12 @@ def metadata(endpoint: str, model: str, authorization: str) -> tuple[int, bytes]
 
 
 def _call(
-    method: str, endpoint: str, path: str, authorization: str, body: bytes = b""
+    method: str,
+    endpoint: str,
+    path: str,
+    authorization: str,
+    body: bytes = b"",
+    accept: str = "json",
 ) -> tuple[int, bytes]:
     url = endpoint.replace("://0.0.0.0:", "://127.0.0.1:") + path
     headers = {"authorization": authorization, "content-type": "application/json"}
@@ -40,6 +50,35 @@ def _call(
         raise PlatformError(f"the deployment did not answer: {type(exc).__name__}") from exc
     if len(response.content) > MAX_ANSWER:
         raise PlatformError(f"the deployment's answer is larger than {MAX_ANSWER >> 20} MiB")
-    if "json" not in response.headers.get("content-type", ""):
-        raise PlatformError("the deployment's answer is not JSON (a binary tensor answer?)")
+    if accept not in response.headers.get("content-type", ""):
+        raise PlatformError(f"the deployment's answer is not {accept} (a binary tensor answer?)")
     return response.status_code, response.content
+
+
+def stats(endpoint: str, model: str, authorization: str) -> dict[str, Any]:
+    """The deployment's counters from its endpoint's `/metrics`, as JSON: requests by status,
+    the latency histogram (cumulative buckets), requests in flight and waiting. A page turns
+    two readings into a request rate and latency percentiles."""
+    status, text = _call("GET", endpoint, "/metrics", authorization, accept="text/plain")
+    if status != 200:
+        raise PlatformError(f"the deployment's metrics answered {status}")
+    found: dict[str, Any] = {"requests": {}, "buckets": [], "sum": 0.0, "count": 0}
+    for family in text_string_to_metric_families(text.decode()):
+        for sample in family.samples:
+            _take(found, sample.name, sample.labels, sample.value)
+    return {"at": time.time(), **found}
+
+
+def _take(found: dict[str, Any], name: str, labels: dict[str, str], value: float) -> None:
+    if name == "loom_deployment_requests_total":
+        found["requests"][labels.get("code", "")] = int(value)
+    elif name == "loom_deployment_request_duration_seconds_bucket":
+        found["buckets"].append([labels.get("le", "+Inf"), int(value)])
+    elif name == "loom_deployment_request_duration_seconds_sum":
+        found["sum"] = value
+    elif name == "loom_deployment_request_duration_seconds_count":
+        found["count"] = int(value)
+    elif name == "loom_deployment_inflight_requests":
+        found["inflight"] = int(value)
+    elif name == "loom_deployment_waiting_requests":
+        found["waiting"] = int(value)

@@ -15,7 +15,7 @@ from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
 from loom.serving.deployments import Scaling
-from loom.serving.tryout import metadata, try_request
+from loom.serving.tryout import metadata, stats, try_request
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 
@@ -157,6 +157,20 @@ async def model_metadata(name: str, request: Request, loom: PlatformDep, user: U
     authorization = request.headers.get("authorization", "")
     status, answer = await anyio.to_thread.run_sync(metadata, view["endpoint"], name, authorization)
     return Response(answer, status, media_type="application/json")
+
+
+@router.get("/{name}/stats")
+async def deployment_stats(
+    name: str, request: Request, loom: PlatformDep, user: UserDep
+) -> dict[str, Any]:
+    """The endpoint's counters now (from its `/metrics`): requests by status, the latency
+    histogram, requests in flight and waiting; two readings give a rate and percentiles."""
+    view = loom.deployments.get(user.id, name)
+    authorization = request.headers.get("authorization", "")
+    found: dict[str, Any] = await anyio.to_thread.run_sync(
+        stats, view["endpoint"], name, authorization
+    )
+    return found
 
 
 def _said(change: CanaryChange) -> str:
