@@ -3,6 +3,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { download } from "./api.js";
 import { html } from "./html.js";
+import { href } from "./router.js";
 
 const TONE = {
   QUEUED: "waiting",
@@ -13,6 +14,16 @@ const TONE = {
   COMPLETED: "good",
   FAILED: "bad",
   HALTED: "stopped",
+  // experiments, trials, pipeline runs and steps
+  CREATED: "waiting",
+  WAITING: "waiting",
+  RUNNING: "active",
+  SUCCEEDED: "good",
+  CACHED: "good",
+  SKIPPED: "plain",
+  KILLED: "stopped",
+  EARLY_STOPPED: "stopped",
+  METRICS_UNAVAILABLE: "bad",
   ready: "good",
   starting: "active",
   scaling: "active",
@@ -123,3 +134,40 @@ export function Field({ id, label, error, hint, children }) {
 
 /** "n/a" in the table cells where a value is missing. */
 export const orDash = (value) => (value === null || value === undefined || value === "" ? "—" : value);
+
+// ECharts is most of the code: it loads with the first page that draws a chart.
+let charts = null;
+export const loadCharts = () => (charts ||= import("./charts.js"));
+
+/** A chart of charts.js (`chart` names its component), loaded when first shown. Until then an
+ * empty box of the same size and label stands in. */
+export function LazyChart({ chart, ...props }) {
+  const [module, setModule] = useState(null);
+  const [failed, setFailed] = useState(null);
+  useEffect(() => {
+    loadCharts().then(setModule, setFailed);
+  }, []);
+  if (failed) return html`<p class="error" role="alert">The chart could not load: ${failed.message}</p>`;
+  if (!module) return html`<div class="chart" role="img" aria-label=${props.label}></div>`;
+  const Chart = module[chart];
+  return html`<${Chart} ...${props} />`;
+}
+
+/** A bar that shows a share (0–1); hidden from screen readers: the text beside it says it. */
+export function Bar({ share, tone = "" }) {
+  const percent = Math.round(Math.min(1, Math.max(0, share || 0)) * 100);
+  return html`<span class=${`bar ${tone}`} aria-hidden="true"><span style=${{ width: `${percent}%` }}></span></span>`;
+}
+
+/** What made a job (its `lineage`): a link to the experiment of its trial, or to the pipeline
+ * run of its step; nothing when its owner submitted it. */
+export function Lineage({ lineage }) {
+  if (lineage?.kind === "experiment" && lineage.experiment) {
+    return html`<a href=${href("experiments", lineage.experiment)}>Trial ${lineage.trial} of experiment ${lineage.experiment}</a>`;
+  }
+  if (lineage?.kind === "pipeline" && lineage.run) {
+    const item = lineage.index ? ` (item ${lineage.index})` : "";
+    return html`<a href=${href("pipelines", lineage.run)}>Step ${lineage.step}${item} of pipeline ${lineage.pipeline}, run ${lineage.run}</a>`;
+  }
+  return null;
+}

@@ -13,12 +13,22 @@ import { ModelsPage } from "./pages/models.js";
 import { ModelPage } from "./pages/model.js";
 import { DeploymentsPage } from "./pages/deployments.js";
 import { DeploymentPage } from "./pages/deployment.js";
+import { ExperimentsPage } from "./pages/experiments.js";
+import { ExperimentPage } from "./pages/experiment.js";
+import { PipelinesPage } from "./pages/pipelines.js";
+import { PipelinePage } from "./pages/pipeline.js";
+import { CapacityPage } from "./pages/capacity.js";
+import { UsersPage } from "./pages/users.js";
 
 const NAV = [
   ["jobs", "Jobs"],
   ["submit", "Submit"],
   ["models", "Models"],
   ["deployments", "Deployments"],
+  ["experiments", "Experiments"],
+  ["pipelines", "Pipelines"],
+  ["capacity", "Capacity"],
+  ["users", "Users", { admin: true }],
 ];
 
 const PAGES = {
@@ -27,6 +37,11 @@ const PAGES = {
   models: ({ param }) => (param ? html`<${ModelPage} name=${param} />` : html`<${ModelsPage} />`),
   deployments: ({ param }) =>
     param ? html`<${DeploymentPage} name=${param} />` : html`<${DeploymentsPage} />`,
+  experiments: ({ param }) =>
+    param ? html`<${ExperimentPage} name=${param} />` : html`<${ExperimentsPage} />`,
+  pipelines: ({ param }) => (param ? html`<${PipelinePage} id=${param} />` : html`<${PipelinesPage} />`),
+  capacity: ({ user }) => html`<${CapacityPage} user=${user} />`,
+  users: ({ user }) => html`<${UsersPage} user=${user} />`,
 };
 
 function Missing() {
@@ -40,7 +55,7 @@ function Header({ user, route, onSignOut }) {
     ${user &&
     html`<nav aria-label="Main">
         <ul>
-          ${NAV.map(
+          ${NAV.filter(([, , only]) => !only?.admin || user.admin).map(
             ([page, label]) => html`<li>
               <a href=${href(page)} aria-current=${route.page === page ? "page" : undefined}>${label}</a>
             </li>`,

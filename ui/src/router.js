@@ -1,8 +1,20 @@
 // Hash routes: #/jobs, #/jobs/<id>, #/submit, #/models, #/models/<name>, #/deployments,
-// #/deployments/<name>. The page is served from one URL, so the hash is the whole state.
+// #/deployments/<name>, #/experiments, #/experiments/<name>, #/pipelines, #/pipelines/<run id>,
+// #/capacity, #/users. The page is served from one URL, so the hash is the whole state.
 import { useEffect, useState } from "preact/hooks";
 
-const PAGES = new Set(["jobs", "submit", "models", "deployments"]);
+const PAGES = new Set([
+  "jobs",
+  "submit",
+  "models",
+  "deployments",
+  "experiments",
+  "pipelines",
+  "capacity",
+  "users",
+]);
+// Pages that take no parameter.
+const SINGLE = new Set(["submit", "capacity", "users"]);
 
 export function parse(hash) {
   const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean);
@@ -13,7 +25,7 @@ export function parse(hash) {
     return { page: "missing", param: null, key: hash };
   }
   const [page = "jobs", param = null, ...rest] = decoded;
-  if (!PAGES.has(page) || rest.length > 0 || (page === "submit" && param)) {
+  if (!PAGES.has(page) || rest.length > 0 || (SINGLE.has(page) && param)) {
     return { page: "missing", param: null, key: hash };
   }
   return { page, param, key: `${page}/${param ?? ""}` };

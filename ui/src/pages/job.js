@@ -2,7 +2,7 @@
 // actions its state allows (halt, resume, delete), each confirmed first.
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, api, path } from "../api.js";
-import { Badge, ConfirmDialog, DownloadLink, ErrorNote, Loading, TableBox, orDash } from "../components.js";
+import { Badge, ConfirmDialog, DownloadLink, ErrorNote, Lineage, Loading, TableBox, orDash } from "../components.js";
 import { bytes, plural, ran, when } from "../format.js";
 import { useDebouncedCall, useInterval, useNow, useResource, useTitle } from "../hooks.js";
 import { html } from "../html.js";
@@ -39,6 +39,7 @@ function Summary({ job, now }) {
     <div><dt>Duration</dt><dd>${ran(job, now)}</dd></div>
     <div><dt>Attempt</dt><dd>${job.attempt}</dd></div>
     <div><dt>Job id</dt><dd><code>${job.id}</code></dd></div>
+    ${job.lineage?.kind && html`<div class="wide"><dt>Made by</dt><dd><${Lineage} lineage=${job.lineage} /></dd></div>`}
     ${framework.command && html`<div class="wide"><dt>Command</dt><dd><code>${framework.command}</code></dd></div>`}
   </dl>`;
 }

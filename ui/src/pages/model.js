@@ -2,7 +2,7 @@
 // side, aliases, and a version deployed in one step.
 import { useState } from "preact/hooks";
 import { ApiError, api, path } from "../api.js";
-import { DownloadLink, ErrorNote, Loading, TableBox } from "../components.js";
+import { DownloadLink, ErrorNote, Lineage, Loading, TableBox } from "../components.js";
 import { metric, when } from "../format.js";
 import { useResource, useTitle } from "../hooks.js";
 import { html } from "../html.js";
@@ -63,7 +63,8 @@ function Versions({ model }) {
             <th scope="row">v${v.version}</th>
             <td>${when(v.created_at)}</td>
             <td>${job ? html`<a href=${href("jobs", job)}>${job}</a>` : "—"}
-              ${v.provenance?.framework && html`<div class="muted">${v.provenance.framework}</div>`}</td>
+              ${v.provenance?.framework && html`<div class="muted">${v.provenance.framework}</div>`}
+              ${v.provenance?.lineage?.kind && html`<div><${Lineage} lineage=${v.provenance.lineage} /></div>`}</td>
             <td><${Metrics} metrics=${v.metrics} /></td>
             <td>${v.aliases.length ? v.aliases.join(", ") : "—"}</td>
             <td><${DownloadLink} href=${`/v1/models/${path(model.name)}/versions/${v.version}/download`}
