@@ -2,8 +2,8 @@
 // index.html, app.js (the page), app.css, and app-chunk-<hash>.js files loaded when first
 // needed (the charts library, ~500 KiB, only by a job's page).
 // `node build.mjs` once; `node build.mjs --watch` rebuilds on every change.
-import { copyFile, mkdir, rm } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 
@@ -20,7 +20,7 @@ const options = {
   target: ["es2020", "chrome100", "firefox100", "safari15"],
   minify: true,
   sourcemap: false, // the server serves .js, .css and .svg only
-  legalComments: "none",
+  legalComments: "eof", // the bundled packages' licence notices stay with their code
   logLevel: "info",
   metafile: true,
   define: { "process.env.NODE_ENV": '"production"' },
@@ -40,4 +40,16 @@ if (process.argv.includes("--watch")) {
   for (const [file, { bytes }] of Object.entries(result.metafile.outputs)) {
     console.log(`${file.replace(/^.*static\//, "static/")}: ${(bytes / 1024).toFixed(1)} KiB`);
   }
+  await preload(result.metafile);
+}
+
+// The chunks app.js imports at once are fetched beside it rather than after it has run: a
+// modulepreload link for each in the page (the charts' chunk, loaded later, is left alone).
+async function preload(metafile) {
+  const [, app] = Object.entries(metafile.outputs).find(([file]) => basename(file) === "app.js");
+  const chunks = app.imports.filter((i) => i.kind === "import-statement").map((i) => basename(i.path));
+  const links = chunks.map((name) => `<link rel="modulepreload" href="/ui/${name}">`).join("\n");
+  const page = join(out, "index.html");
+  const text = await readFile(page, "utf8");
+  await writeFile(page, text.replace("</head>", `${links}\n</head>`));
 }

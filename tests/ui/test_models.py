@@ -47,6 +47,10 @@ def test_register_deploy_try_a_prediction(
     [logits] = answer["outputs"]
     assert (logits["name"], logits["shape"], len(logits["data"])) == ("logits", [1, 10], 10)
     assert client.deployment("ui-digits")["model"] == "digits"
+    traffic = page.get_by_label("Traffic, the last 2 seconds")
+    expect(traffic).to_contain_text("Request rate")
+    expect(traffic).to_contain_text("Latency p99")
+    expect(traffic.get_by_text("Mean latency, all time").locator("xpath=..")).to_contain_text(" ms")
     shoot(page, "deployment-answer")
 
     page.get_by_role("navigation").get_by_role("link", name="Deployments").click()

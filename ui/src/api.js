@@ -3,11 +3,30 @@
 // the server's `{"error", "field", "code"}`.
 
 const KEY = "loom.token";
+const ME = "loom.me"; // the last `GET /v1/me` answer for this token: the page starts at once
 
 export const token = {
   get: () => localStorage.getItem(KEY),
-  set: (value) => localStorage.setItem(KEY, value),
-  clear: () => localStorage.removeItem(KEY),
+  set: (value) => {
+    localStorage.setItem(KEY, value);
+    localStorage.removeItem(ME);
+  },
+  clear: () => {
+    localStorage.removeItem(KEY);
+    localStorage.removeItem(ME);
+  },
+};
+
+/** Who the token's user was when last asked (the server still decides every call). */
+export const me = {
+  get: () => {
+    try {
+      return token.get() ? JSON.parse(localStorage.getItem(ME) || "null") : null;
+    } catch {
+      return null;
+    }
+  },
+  set: (user) => localStorage.setItem(ME, JSON.stringify(user)),
 };
 
 export class ApiError extends Error {

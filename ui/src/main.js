@@ -2,7 +2,7 @@
 import "./style.css";
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, onSignedOut, token } from "./api.js";
+import { api, me, onSignedOut, token } from "./api.js";
 import { html } from "./html.js";
 import { href, useRoute } from "./router.js";
 import { SignIn } from "./pages/signin.js";
@@ -76,8 +76,9 @@ function skipToMain(event) {
 
 function App() {
   const route = useRoute();
-  const [user, setUser] = useState(null);
-  const [checking, setChecking] = useState(Boolean(token.get()));
+  // The user as last seen with this token draws the page at once; /v1/me confirms it.
+  const [user, setUser] = useState(me.get);
+  const [checking, setChecking] = useState(Boolean(token.get()) && !me.get());
   const [notice, setNotice] = useState("");
   const first = useRef(true);
 
@@ -89,7 +90,10 @@ function App() {
     });
     if (!token.get()) return;
     api("/v1/me")
-      .then(setUser)
+      .then((found) => {
+        me.set(found);
+        setUser(found);
+      })
       .catch((error) => setNotice(error.status === 401 ? "" : `Loom did not answer: ${error.message}`))
       .finally(() => setChecking(false));
   }, []);
@@ -110,6 +114,7 @@ function App() {
   };
   const signedIn = (found) => {
     setNotice("");
+    me.set(found);
     setUser(found);
   };
 

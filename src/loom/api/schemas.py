@@ -121,6 +121,7 @@ def job_summary(job: Job) -> dict[str, Any]:
         "queue_reason": job.queue_reason if job.state == JobState.QUEUED.value else None,
         "learners": job.learners,
         "attempt": job.attempt,
+        "priority": job.priority,
         "submitted_at": iso(job.submitted_at),
         "started_at": iso(job.started_at),
         "finished_at": iso(job.finished_at),

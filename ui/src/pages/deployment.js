@@ -9,6 +9,7 @@ import { html } from "../html.js";
 import { go, href } from "../router.js";
 import { REFRESH_MS, versionText } from "./deployments.js";
 import { exampleRequest } from "../infer.js";
+import { traffic } from "../traffic.js";
 
 function Facts({ d }) {
   return html`<dl class="facts">
@@ -47,10 +48,43 @@ function Replicas({ d }) {
   </section>`;
 }
 
+const ms = (seconds) => (seconds == null ? "—" : `${(seconds * 1000).toFixed(seconds < 0.01 ? 2 : 1)} ms`);
+
+/** Request rate and latency from two readings of the endpoint's counters, 2 s apart. */
+function Traffic({ name }) {
+  const [readings, setReadings] = useState([]);
+  const [error, setError] = useState(null);
+  const read = async () => {
+    try {
+      const now = await api(`/v1/deployments/${path(name)}/stats`);
+      setReadings((last) => [last[last.length - 1], now].filter(Boolean));
+      setError(null);
+    } catch (caught) {
+      setError(caught);
+    }
+  };
+  useEffect(() => {
+    read();
+  }, [name]);
+  useInterval(read, REFRESH_MS);
+  const found = traffic(readings[0], readings[1]);
+  if (error) return html`<p class="hint">No traffic figures now: ${error.message}</p>`;
+  if (!found) return html`<p class="hint">Measuring the request rate…</p>`;
+  return html`<dl class="facts" aria-label="Traffic, the last 2 seconds">
+    <div><dt>Request rate</dt><dd>${found.rate.toFixed(1)} /s</dd></div>
+    <div><dt>Latency p50</dt><dd>${ms(found.p50)}</dd></div>
+    <div><dt>Latency p99</dt><dd>${ms(found.p99)}</dd></div>
+    <div><dt>In flight</dt><dd>${found.inflight}</dd></div>
+    <div><dt>Waiting</dt><dd>${found.waiting}</dd></div>
+    <div><dt>Mean latency, all time</dt><dd>${ms(found.mean)}</dd></div>
+  </dl>`;
+}
+
 function Requests({ d }) {
   const byVersion = Object.entries(d.requests_by_version || {});
   return html`<section>
     <h2>Requests</h2>
+    <${Traffic} name=${d.name} />
     <p>${plural(d.requests || 0, "request")} served.</p>
     ${byVersion.length > 0 &&
     html`<${TableBox} label="Requests by version">
