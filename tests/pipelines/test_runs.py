@@ -260,6 +260,43 @@ def test_halt_then_retry_runs_only_what_did_not_finish(server: Server) -> None:
     assert steps(done)["slow"]["state"] == "SUCCEEDED"
 
 
+def test_a_fan_out_cut_short_by_a_halt_is_retried(server: Server) -> None:
+    """Halted while a fan-out has items not yet started, the step is neither done nor failed:
+    one retry runs the items left, and the run succeeds (it ended HALTED again before)."""
+    pipeline = {
+        "name": "cut-short",
+        "steps": [
+            {"name": "fan", "kind": "shell", "command": "sleep 2; echo ${{ item }}",
+             "for_each": [1, 2, 3], "parallelism": 1},
+            {"name": "end", "kind": "shell", "command": "echo end", "after": ["fan"]},
+        ],
+    }  # fmt: skip
+    with server.client() as client:
+        made = client.run_pipeline(pipeline, code())
+
+        def first_item_running() -> bool:
+            tasks = steps(client.pipeline_run(made["id"]))["fan"]["tasks"]
+            return any(t["state"] == "RUNNING" and t["job_id"] for t in tasks)
+
+        eventually(first_item_running, timeout=60)
+        client.halt_pipeline_run(made["id"])
+        halted = wait(client, made["id"], 60)
+        assert halted["state"] == "HALTED"
+
+        def stopped() -> bool:
+            tasks = steps(client.pipeline_run(made["id"]))["fan"]["tasks"]
+            return all(t["state"] != "RUNNING" for t in tasks)
+
+        eventually(stopped, timeout=30)
+        client.retry_pipeline_run(made["id"])
+        done = wait(client, made["id"], 120)
+    assert done["state"] == "SUCCEEDED", done["message"]
+    fan = steps(done)["fan"]
+    assert fan["state"] == "SUCCEEDED"
+    assert sorted(t["state"] for t in fan["tasks"]) == ["SUCCEEDED"] * 3
+    assert steps(done)["end"]["state"] == "SUCCEEDED"
+
+
 def test_kill9_of_the_platform_mid_run(server: Server) -> None:
     """The run goes on after kill -9 and a restart; no step runs twice."""
     pipeline = {

@@ -25,8 +25,6 @@ from loom.store.secret_keys import SecretKeys
 from loom.store.tables import PipelineRun, PipelineTask, User
 from loom.tds.service import TrainingData
 
-RETRIED = (StepState.FAILED, StepState.HALTED, StepState.SKIPPED)
-
 
 class Pipelines:
     def __init__(
@@ -100,8 +98,9 @@ class Pipelines:
         return row
 
     def retry(self, run: PipelineRun) -> PipelineRun:
-        """The failed, halted and skipped steps again (a fan-out's done items kept), and the
-        exit handler; the steps that succeeded keep their outputs."""
+        """Every step that did not succeed again (failed, halted, skipped, or cut short by the
+        halt; a fan-out's done items kept), and the exit handler; the steps that succeeded
+        keep their outputs."""
         spec = self.records.spec_of(run)
         with self.driver.lock, self.db.session() as session:
             row = session.get_one(PipelineRun, run.id)
@@ -110,10 +109,11 @@ class Pipelines:
             if any(t.state == StepState.RUNNING for t in rows.tasks_of(session, row.id)):
                 raise Conflict(f"pipeline run {row.id} is still stopping its steps; try again")
             steps = dict(row.steps)
+            # a step the halt cut short (a fan-out with items never started) is retried too
             again = [
                 s.name
                 for s in spec.steps
-                if s.exit_handler or StepState(steps[s.name]["state"]) in RETRIED
+                if s.exit_handler or StepState(steps[s.name]["state"]) not in DONE
             ]
             if not again:
                 raise InvalidInput(f"pipeline run {row.id}: every step succeeded; nothing to retry")
