@@ -25,11 +25,19 @@ expect.set_options(timeout=20_000)
 
 
 @pytest.fixture(scope="module")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def platform_settings() -> dict[str, str]:
+    """The module's platform's settings, as LOOM_* variables; a module overrides this."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def platform(
+    tmp_path_factory: pytest.TempPathFactory, platform_settings: dict[str, str]
+) -> Iterator[Server]:
     """A real platform on loopback, serving the built UI at /ui/."""
     if not (static_dir() / "index.html").is_file():
         pytest.fail("the web UI is not built: run `make ui` (it needs Node.js and npm)")
-    server = Server(tmp_path_factory.mktemp("ui") / "home").start()
+    server = Server(tmp_path_factory.mktemp("ui") / "home", **platform_settings).start()
     yield server
     server.stop()
     stop_deployments(server.home)

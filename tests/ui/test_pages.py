@@ -12,12 +12,21 @@ from playwright.sync_api import Page, expect
 
 from loom.client import LoomClient
 from tests.conftest import Server, register
-from tests.ui.browser import PHONE, row_of, serious_violations, shoot, shown_state, sign_in
+from tests.ui.browser import (
+    NAV,
+    PHONE,
+    audit,
+    fits_a_phone,
+    nothing_serious,
+    row_of,
+    shoot,
+    shown_state,
+    sign_in,
+)
 from tests.ui.digits import run_digits
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
-NAV = ("Jobs", "Submit", "Models", "Deployments")
 IDLE = ("ready", "scaled to zero")  # a deployment of no replicas until asked
 
 
@@ -62,7 +71,7 @@ def test_signin(page: Page, platform: Server) -> None:
     page.get_by_role("button", name="Sign in").click()
     banner = page.get_by_role("banner")
     expect(banner).to_contain_text("admin · admin")
-    for name in NAV:
+    for name in (*NAV, "Users"):
         expect(banner.get_by_role("link", name=name, exact=True)).to_be_visible()
     expect(page.get_by_role("heading", name="Jobs", level=1)).to_be_visible()
     assert page.evaluate("localStorage.getItem('loom.token')") == platform.admin_token
@@ -114,7 +123,7 @@ def test_every_page_is_accessible(
 
     def check(name: str) -> None:
         shoot(page, name)
-        found[name] = serious_violations(page)
+        audit(page, name, found)
 
     page.goto("/ui/")
     expect(page.get_by_label("API token")).to_be_visible()
@@ -147,11 +156,7 @@ def test_every_page_is_accessible(
     page.goto(f"/ui/#/deployments/{work.deployment}")
     expect(shown_state(page)).to_contain_text(re.compile("|".join(IDLE)))
     check("deployment")
-
-    problems = {name: rules for name, rules in found.items() if rules}
-    assert not problems, "\n".join(
-        f"{name}: {rule}" for name, rules in problems.items() for rule in rules
-    )
+    nothing_serious(found)
 
 
 def test_pages_fit_a_phone(
@@ -164,13 +169,3 @@ def test_pages_fit_a_phone(
     fits_a_phone(page, "jobs-phone")
     open_job(page, work.job_id)
     fits_a_phone(page, "job-phone")
-
-
-def fits_a_phone(page: Page, name: str) -> None:
-    width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= PHONE["width"], f"{name}: the page is {width} px wide"
-    for link in NAV:
-        expect(
-            page.get_by_role("banner").get_by_role("link", name=link, exact=True)
-        ).to_be_in_viewport()
-    shoot(page, name)
