@@ -53,7 +53,8 @@ def test_on_kubernetes_learners_are_pods_and_replicas_need_a_sandbox_here() -> N
 
 def test_deployments_are_refused_where_replicas_cannot_be_confined(tmp_path: Path) -> None:
     from loom.domain.errors import Conflict
-    from loom.serving.deployments import Deployments, Scaling
+    from loom.serving.deployments import Deployments
+    from loom.serving.scaling import Scaling
     from loom.store.db import Database, migrate
 
     db = Database(f"sqlite:///{tmp_path / 'loom.db'}")

@@ -30,7 +30,8 @@ from loom.lifecycle.manager import LifecycleManager
 from loom.lifecycle.workspace import Workspace
 from loom.registry.models import ModelRegistry, metric_value
 from loom.sandbox.files import UnsafePath, open_regular, regular_files
-from loom.serving.deployments import Deployments, Scaling
+from loom.serving.deployments import Deployments
+from loom.serving.scaling import Scaling
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows

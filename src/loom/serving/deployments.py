@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from loom.serving.environment import serving_env
 from loom.serving.formats import MAX_MLMODEL, NotServable, model_file, zip_entries
 from loom.serving.keys import DeploymentAccess
 from loom.serving.replicas import free_port
+from loom.serving.scaling import Scaling, columns, columns_of
 from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
 from loom.store.db import Database
 from loom.store.tables import Deployment, ModelVersion
@@ -46,39 +47,6 @@ log = logging.getLogger("loom.serving")
 
 SUPERVISE_S = 2.0
 STALE_STATUS_S = 10.0
-
-
-@dataclass(frozen=True)
-class Scaling:
-    """How a deployment scales and batches; every field optional in an update."""
-
-    min_replicas: int = 1
-    max_replicas: int | None = None  # default: min_replicas, at least 1
-    target_concurrency: float = 8.0
-    scale_down_delay_s: float = 30.0
-    batch_size: int = 1
-    batch_wait_ms: float = 0.0
-    request_log: bool = False
-    gpus_per_replica: int = 0
-
-    def checked(self, gpus: int | None = None) -> Scaling:
-        """The settings, refused with the field when they make no sense (or, when `gpus` is
-        known, when a replica would want more GPUs than the platform serves with)."""
-        if gpus is not None and self.gpus_per_replica > gpus:
-            have = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
-            raise InvalidInput(
-                f"gpus_per_replica: {self.gpus_per_replica} asked, but this platform serves "
-                f"models with {have} (LOOM_SERVING_GPUS)",
-                field="gpus_per_replica",
-            )
-        top = self.max_replicas if self.max_replicas is not None else max(self.min_replicas, 1)
-        if top < max(self.min_replicas, 1):
-            raise InvalidInput(
-                f"max_replicas: must be at least min_replicas ({self.min_replicas}) and at "
-                f"least 1, got {top}",
-                field="max_replicas",
-            )
-        return replace(self, max_replicas=top)
 
 
 class Deployments:
@@ -148,7 +116,7 @@ class Deployments:
                 created_at=now,
                 updated_at=now,
                 public=public,
-                **_columns(scaling),
+                **columns(scaling),
             )
             session.add(row)
             session.flush()
@@ -202,12 +170,12 @@ class Deployments:
         the version served) or rolled back."""
         with self._lock, self.db.session() as session:
             row = self._row(owner, name, session)
-            current = Scaling(**_columns_of(row))
+            current = Scaling(**columns_of(row))
             if "min_replicas" in changes and "max_replicas" not in changes:
                 wider = max(changes["min_replicas"], row.max_replicas)
                 changes = {**changes, "max_replicas": wider}
             scaling = replace(current, **changes).checked(self._gpu_count())
-            for key, value in _columns(scaling).items():
+            for key, value in columns(scaling).items():
                 setattr(row, key, value)
             if ref is not None:
                 version = self.registry.version(owner, row.model_name, ref)
@@ -347,7 +315,7 @@ class Deployments:
             },
             "replicas": replicas,
             "replica_list": status.get("replica_list", []),
-            **_columns_of(row),
+            **columns_of(row),
             "public": row.public,
             "requests": status.get("requests", 0),
             "restarts": status.get("restarts", 0),
@@ -416,7 +384,7 @@ class Deployments:
             ray_address=self.ray[0] if self.ray else "",
             ray_namespace=self.ray[1] if self.ray else "loom",
             gpu_ids=[] if self.ray else list(self.gpus),
-            **_columns_of(row),
+            **columns_of(row),
         )
 
     def _write_spec(self, row: Deployment) -> None:
@@ -560,15 +528,6 @@ class Deployments:
     def _exists(self, deployment_id: str) -> bool:
         with self.db.session() as session:
             return session.get(Deployment, deployment_id) is not None
-
-
-def _columns(scaling: Scaling) -> dict[str, Any]:
-    """The scaling settings as the deployment's columns (they have the same names)."""
-    return asdict(scaling)
-
-
-def _columns_of(row: Deployment) -> dict[str, Any]:
-    return {f.name: getattr(row, f.name) for f in fields(Scaling)}
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
-from loom.serving.deployments import Scaling
+from loom.serving.scaling import Scaling
 from loom.serving.tryout import metadata, stats, try_request
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
