@@ -1,5 +1,6 @@
 // Small hooks the pages share: polling, timers, debounced values, loading a resource.
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { openStream } from "./sse.js";
 
 /** Calls `fn` every `ms` while `active` (and the tab is visible). */
 export function useInterval(fn, ms, active = true) {
@@ -73,4 +74,16 @@ export function useDebouncedCall(fn, ms) {
     clearTimeout(timer.current);
     timer.current = setTimeout(() => saved.current(), ms);
   }, [ms]);
+}
+
+/** Calls `reload` (once per burst) whenever one of the user's jobs (everyone's: `all`) changes
+ * state, from the API's event stream. */
+export function useJobEvents(reload, all) {
+  const refresh = useDebouncedCall(reload, 400);
+  useEffect(() => {
+    const stream = openStream(`/v1/events${all ? "?all=true" : ""}`, {
+      onEvent: (type) => type === "job" && refresh(),
+    });
+    return () => stream.close();
+  }, [all]);
 }

@@ -1,13 +1,11 @@
 // #/capacity: what the platform has and what is in use, in all and per node, and the queue:
 // the jobs that wait, in order, with why each waits. Every 5 s, and at once when a job moves.
-import { useEffect } from "preact/hooks";
 import { api, query } from "../api.js";
 import { Bar, ErrorNote, Loading, TableBox, orDash } from "../components.js";
 import { bytes, count, duration, when } from "../format.js";
-import { useDebouncedCall, useInterval, useResource, useTitle } from "../hooks.js";
+import { useJobEvents, useInterval, useResource, useTitle } from "../hooks.js";
 import { html } from "../html.js";
 import { href } from "../router.js";
-import { openStream } from "../sse.js";
 
 const REFRESH_MS = 5000;
 const QUEUE_LIMIT = 500;
@@ -142,13 +140,7 @@ export function CapacityPage({ user }) {
     return { capacity, queued };
   }, [admin]);
   useInterval(reload, REFRESH_MS);
-  const refresh = useDebouncedCall(reload, 400);
-  useEffect(() => {
-    const stream = openStream(`/v1/events${admin ? "?all=true" : ""}`, {
-      onEvent: (type) => type === "job" && refresh(),
-    });
-    return () => stream.close();
-  }, [admin]);
+  useJobEvents(reload, admin);
   const now = Date.now();
   return html`<h1 tabindex="-1">Capacity</h1>
     <p class="lead">What the platform has, what running jobs hold, and the jobs that wait their turn.</p>

@@ -2,7 +2,7 @@
 // smoothed or on a log scale, with other jobs' curves overlaid for comparison.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api, path, query } from "../api.js";
-import { ErrorNote, TableBox } from "../components.js";
+import { ErrorNote, LazyChart, TableBox } from "../components.js";
 import { metric } from "../format.js";
 import { useInterval } from "../hooks.js";
 import { html } from "../html.js";
@@ -118,21 +118,6 @@ function Compare({ compared, onAdd, onRemove }) {
   </form>`;
 }
 
-// ECharts is most of the code: it loads with the first job page, not with the app.
-let charts = null;
-const loadCharts = () => (charts ||= import("../charts.js"));
-
-function LazyChart(props) {
-  const [module, setModule] = useState(null);
-  const [failed, setFailed] = useState(null);
-  useEffect(() => {
-    loadCharts().then(setModule, setFailed);
-  }, []);
-  if (failed) return html`<p class="error" role="alert">The chart could not load: ${failed.message}</p>`;
-  if (!module) return html`<div class="chart" role="img" aria-label=${props.label}></div>`;
-  return html`<${module.MetricChart} ...${props} />`;
-}
-
 export function Metrics({ job, admin, generation }) {
   const store = useRef({});
   const [version, setVersion] = useState(0);
@@ -206,7 +191,7 @@ export function Metrics({ job, admin, generation }) {
       ${charts.map(
         ([group, lines]) => html`<figure key=${group} class="chart-card">
           <figcaption>${group}</figcaption>
-          <${LazyChart} lines=${lines} smoothing=${smoothing} logScale=${logScale}
+          <${LazyChart} chart="MetricChart" lines=${lines} smoothing=${smoothing} logScale=${logScale}
             label=${`Chart of the ${group} metrics: ${lines.map((l) => l.name).join(", ")}. The latest values are in the table below it.`} />
           <${Latest} group=${group} lines=${lines} />
         </figure>`,

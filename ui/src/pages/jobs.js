@@ -1,12 +1,11 @@
 // #/jobs: a page of jobs, newest first, filtered by state, name and (admins) owner; live.
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { api, query } from "../api.js";
 import { Badge, ErrorNote, Loading, TableBox, orDash } from "../components.js";
 import { bytes, count, ran, total, when } from "../format.js";
-import { useDebounced, useDebouncedCall, useInterval, useResource, useTitle } from "../hooks.js";
+import { useDebounced, useJobEvents, useInterval, useResource, useTitle } from "../hooks.js";
 import { html } from "../html.js";
 import { href } from "../router.js";
-import { openStream } from "../sse.js";
 import { STATES, isLive } from "../states.js";
 
 const PAGE_SIZE = 25;
@@ -88,13 +87,7 @@ export function JobsPage({ user }) {
   );
 
   // Live: a state change of any job refreshes the page shown (once per burst).
-  const refresh = useDebouncedCall(reload, 400);
-  useEffect(() => {
-    const stream = openStream(`/v1/events${admin ? "?all=true" : ""}`, {
-      onEvent: (type) => type === "job" && refresh(),
-    });
-    return () => stream.close();
-  }, [admin]);
+  useJobEvents(reload, admin);
   const active = Boolean(data?.jobs.some((job) => isLive(job.state)));
   useInterval(reload, POLL_MS, active);
 
