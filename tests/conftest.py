@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -176,6 +178,29 @@ def server(tmp_path: Path) -> Iterator[Server]:
     yield srv
     srv.stop()
     stop_deployments(srv.home)
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real platform for a module's tests that need no fresh one of their own: each signs
+    in as a user of its own (`tenant`), so they cannot see each other's jobs."""
+    srv = Server(tmp_path_factory.mktemp("shared") / "home").start()
+    yield srv
+    srv.stop()
+    stop_deployments(srv.home)
+
+
+@pytest.fixture
+def tenant(shared_server: Server, request: pytest.FixtureRequest) -> Iterator[LoomClient]:
+    """A client of the module's shared platform, signed in as a new user named after the test."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name)[:40] + f"-{next(_tenants)}"
+    with shared_server.client() as admin:
+        token = admin.add_user(name)["token"]
+    with shared_server.client(token) as client:
+        yield client
+
+
+_tenants = itertools.count(1)
 
 
 def stop_deployments(home: Path) -> None:

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from sqlalchemy import text
 
-from loom.api.app import create_app
 from loom.api.platform import Platform
+from loom.app import create_app
 from loom.settings import Settings
 from loom.store.db import Database
 from tests.conftest import ON_POSTGRES, Server, free_port, make_zip, manifest, wait_for_state

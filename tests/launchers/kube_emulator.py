@@ -301,7 +301,7 @@ def main() -> None:
 
     import uvicorn
 
-    from loom.api.app import create_app
+    from loom.app import create_app
     from loom.kube.objects import KubeOptions
     from loom.launchers.kubernetes import KubernetesLauncher
     from loom.settings import Settings

@@ -12,7 +12,7 @@ from pathlib import Path
 import uvicorn
 from sqlalchemy.engine import make_url
 
-from loom.api.app import create_app
+from loom.app import create_app
 from loom.domain.errors import LoomError
 from loom.lifecycle.workspace import free_port
 from loom.settings import Settings

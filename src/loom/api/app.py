@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 import loom
 from loom.api import errors, openapi
@@ -38,8 +38,14 @@ from loom.settings import Settings
 from loom.ui import routes as ui
 
 
-def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastAPI:
-    """Build the app and its platform; the lifecycle starts with the app and stops with it."""
+def create_app(
+    settings: Settings,
+    *,
+    launcher: Launcher | None = None,
+    extra_routers: Sequence[APIRouter] = (),
+) -> FastAPI:
+    """Build the app and its platform; the lifecycle starts with the app and stops with it.
+    `extra_routers` are mounted after the core ones (the dialects, by `loom.app`)."""
     platform: Platform = build_platform(settings, launcher)
 
     @asynccontextmanager
@@ -87,6 +93,8 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
     )
     for router in (module.router for module in (operations, *routers, audit, ui)):
         app.include_router(router)
+    for extra in extra_routers:
+        app.include_router(extra)
 
     openapi.install(app)
     return app
