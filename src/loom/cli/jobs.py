@@ -124,7 +124,10 @@ def train(
         raise typer.Exit(2) from exc
     with client() as loom:
         with transfer("uploading the code") as told:
-            job_id = loom.submit(text, zip_code(code), progress=told)
+            answer = loom.submit_job(text, zip_code(code), progress=told)
+        job_id = str(answer["id"])
+        for warning in answer.get("warnings") or []:
+            err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
         if quiet:
             sys.stdout.write(job_id + "\n")
         else:

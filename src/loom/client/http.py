@@ -131,13 +131,21 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls):
     def submit(
         self, manifest: str | bytes, code_zip: bytes, progress: Progress | None = None
     ) -> str:
-        """Submit a job; `progress(sent, total)` is told as the code goes up."""
+        """Submit a job, its id back; `progress(sent, total)` is told as the code goes up."""
+        return str(self.submit_job(manifest, code_zip, progress)["id"])
+
+    def submit_job(
+        self, manifest: str | bytes, code_zip: bytes, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """Submit a job: the whole answer, `id`, `location` and `warnings` (fields of the
+        manifest that change nothing on this platform, each with why)."""
         code: Any = _Counted(code_zip, progress) if progress else code_zip
         files = {
             "manifest": ("manifest.yml", manifest, "application/yaml"),
             "model_definition": ("model.zip", code, "application/zip"),
         }
-        return str(self._request("POST", "/v1/jobs", files=files).json()["id"])
+        result: dict[str, Any] = self._request("POST", "/v1/jobs", files=files).json()
+        return result
 
     def jobs(
         self,

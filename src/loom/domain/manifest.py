@@ -103,6 +103,15 @@ class Framework(_Strict):
     command: Text = Field(min_length=1)
     image_tag: Text | None = None
     image_location: ImageLocation | None = None
+    # Loom's addition: the image the learners run in (Kubernetes launcher only).
+    image: Text | None = Field(default=None, min_length=1, max_length=300)
+
+    @field_validator("image")
+    @classmethod
+    def _one_word(cls, value: str | None) -> str | None:
+        if value is not None and (value != value.strip() or " " in value or "\n" in value):
+            raise ValueError("an image reference such as registry/name:tag, without spaces")
+        return value
 
     @field_validator("command")
     @classmethod

@@ -74,3 +74,23 @@ def test_pytorch_latest_runs_on_the_platforms_own_torch(tenant: LoomClient) -> N
     assert job["state"] == "COMPLETED", job
     lines = [line["line"] for line in tenant.logs(job_id)]
     assert any(line.startswith("torch 2.13") and "epochs 1" in line for line in lines), lines
+
+
+def test_a_custom_image_is_refused_on_the_local_launcher(tenant: LoomClient) -> None:
+    """FfDL's `custom` framework names an image: refused here, with the field, never ignored."""
+    text = PYTORCH_LATEST.replace("name: pytorch", "name: custom").replace(
+        '"latest"', '"tomcli/pytorch:latest"'
+    )
+    with pytest.raises(ClientError) as refused:
+        tenant.submit(text, make_zip({"mnist.py": TRAIN}))
+    assert refused.value.status == 400
+    assert "framework.version" in str(refused.value)
+    assert "only the Kubernetes launcher runs learners in images" in str(refused.value)
+
+
+def test_ffdl_image_tags_are_named_in_the_answer(tenant: LoomClient) -> None:
+    """A learner image tag FfDL chose builds with is accepted and reported as ignored."""
+    text = PYTORCH_LATEST.replace('version: "latest"', 'version: "latest"\n  image_tag: v1.2')
+    answer = tenant.submit_job(text, make_zip({"mnist.py": TRAIN}))
+    tenant.halt(answer["id"])
+    assert [w.split(" ", 1)[0] for w in answer["warnings"]] == ["framework.image_tag"]

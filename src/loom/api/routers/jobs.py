@@ -31,6 +31,7 @@ from loom.api.schemas import (
 from loom.api.uploads import multipart_body, spec_and_code
 from loom.domain.accounts import check_priority
 from loom.domain.errors import ArchiveError, InvalidInput
+from loom.domain.learner_images import ignored_fields
 from loom.domain.manifest import load_manifest
 from loom.domain.states import JobState
 from loom.lifecycle.admission import max_priority
@@ -63,7 +64,8 @@ async def submit(
     job = await anyio.to_thread.run_sync(loom.lifecycle.submit, user, manifest, original, code)
     await anyio.to_thread.run_sync(lambda: audit.job("job.submit", job, priority=job.priority))
     location = f"/v1/jobs/{job.id}"
-    return JSONResponse({"id": job.id, "location": location}, 201, {"Location": location})
+    answer = {"id": job.id, "location": location, "warnings": ignored_fields(manifest)}
+    return JSONResponse(answer, 201, {"Location": location})
 
 
 def _states(state: list[str] | None) -> list[str]:
