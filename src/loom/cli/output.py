@@ -93,6 +93,12 @@ def _document(fmt: Format, data: Any) -> None:
     sys.stdout.flush()
 
 
+def minute(at: str | None, never: str = "") -> str:
+    """An ISO time to the minute, in UTC: what a table has room for, and enough to tell
+    things apart."""
+    return at[:16].replace("T", " ") if at else never
+
+
 def whole(header: str, values: Iterable[str]) -> Column:
     """A column that is never cut nor wrapped (ids are copied from it): the other columns give
     way on a narrow terminal."""
