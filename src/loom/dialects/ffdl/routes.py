@@ -38,7 +38,11 @@ from loom.tds.logs import LogQuery
 from loom.tds.metrics import MetricQuery, emetrics_json
 
 PREFIX = "/ffdl"
-router = APIRouter(prefix=PREFIX + "/v1", tags=["FfDL API v1"], route_class=FfdlRoute)
+# Described by FfDL's own swagger (its shapes and error body differ from Loom's), not by Loom's
+# OpenAPI document, whose clients and fuzzing expect Loom's error body on every route.
+router = APIRouter(
+    prefix=PREFIX + "/v1", tags=["FfDL API v1"], route_class=FfdlRoute, include_in_schema=False
+)
 
 # FfDL's `version` query parameter (the API's release date) is accepted and changes nothing:
 # there is one version of this API.

@@ -1,6 +1,6 @@
-"""FfDL's CLI verbs in `loom`, with FfDL's environment (DLAAS_URL, DLAAS_USERNAME,
-DLAAS_PASSWORD) against a real platform; jobs found by name, with hints when none matches; the
-SDK's `wait`."""
+"""FfDL's CLI verbs in `loom` (`loom.cli.ffdl`, and Loom's own verbs with FfDL's arguments),
+with FfDL's environment (DLAAS_URL, DLAAS_USERNAME, DLAAS_PASSWORD) against a real platform; jobs
+found by name, with hints when none matches; the SDK's `wait`."""
 
 from __future__ import annotations
 
