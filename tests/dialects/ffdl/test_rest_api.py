@@ -137,6 +137,8 @@ def test_a_model_posted_the_ffdl_way_trains_and_comes_back_in_ffdls_shapes(
         last = ffdl.get(f"/v1/logs/{model_id}/loglines", params={"pos": -1, "pagesize": 1})
         assert [r["line"] for r in last.json()["models"]] == [texts[-1]]
         assert last.json()["models"][0]["meta"]["rindex"] == str(len(texts))
+        back = ffdl.get(f"/v1/logs/{model_id}/loglines", params={"since_time": "-2"})
+        assert [r["line"] for r in back.json()["models"]] == texts[-2:], back.text
 
         found = ffdl.get(f"/v1/logs/{model_id}/emetrics", params={"pagesize": 2}).json()
         assert len(found["models"]) == 2
