@@ -182,6 +182,7 @@ class Server:
         if _current_test and not _current_test[-1].get_closest_marker("integration"):
             pytest.fail(f"{_current_test[-1].nodeid} starts a platform: mark it integration")
         self.home.mkdir(parents=True, exist_ok=True)
+        first = self.process is None
         out = self.log.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", self.module, "--port", str(self.port)],
@@ -191,14 +192,23 @@ class Server:
         )
         deadline = time.monotonic() + 90  # a loaded machine (tests in parallel) starts slowly
         while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                said = self.log.read_text()
+                if first and "address already in use" in said.lower():
+                    # Another test, in another worker, took the free port first: another one.
+                    self.process = None
+                    self.port = free_port()
+                    self.url = f"http://127.0.0.1:{self.port}"
+                    return self.start()
+                raise RuntimeError(f"server exited: {said}")
+            # A bare connection first: an HTTP client per try costs more than the wait itself.
             try:
-                with LoomClient(self.url, None, timeout=1) as probe:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                with LoomClient(self.url, None, timeout=10) as probe:
                     probe.health()
                 return self
-            except ClientError:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {self.log.read_text()}") from None
-                time.sleep(0.1)
+            except (OSError, ClientError):
+                time.sleep(0.05)
         raise RuntimeError("server did not start")
 
     @property

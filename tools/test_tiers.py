@@ -61,7 +61,7 @@ def tiers(which: str) -> list[Tier]:
             [str(BIN / "mypy")],
         ],
     )
-    unit = pytest_tier("unit", ["-m", "not integration"], parallel=False)
+    unit = pytest_tier("unit", ["-m", "not integration"], parallel=True)
     if which == "check":
         return [static, unit]
     return [
