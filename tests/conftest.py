@@ -15,6 +15,7 @@ import sys
 import time
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +268,36 @@ def tenant(shared_server: Server, request: pytest.FixtureRequest) -> Iterator[Lo
 
 
 _tenants = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A user of its own on the module's shared platform: what a test that needs no platform of
+    its own uses of a `Server` (its URL, its home, a client), signed in as that user."""
+
+    platform: Server
+    name: str
+    token: str
+
+    @property
+    def url(self) -> str:
+        return self.platform.url
+
+    @property
+    def home(self) -> Path:
+        return self.platform.home
+
+    def client(self, token: str | None = None) -> LoomClient:
+        return LoomClient(self.url, token or self.token)
+
+
+@pytest.fixture
+def seat(shared_server: Server, request: pytest.FixtureRequest) -> Seat:
+    """A new user, named after the test, on the module's shared platform."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name)[:40] + f"-{next(_tenants)}"
+    with shared_server.client() as admin:
+        token = admin.add_user(name)["token"]
+    return Seat(shared_server, name, token)
 
 
 def stop_deployments(home: Path) -> None:
