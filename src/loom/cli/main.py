@@ -16,6 +16,7 @@ from loom.cli import (
     jobs,
     kubernetes,
     models,
+    objects,
     pipelines,
     tokens,
     users,
@@ -88,6 +89,8 @@ app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(contexts.app, name="context")
 app.command()(audit)
+app.command()(objects.apply)
+app.command()(objects.get)
 
 
 def main() -> None:

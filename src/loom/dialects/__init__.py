@@ -20,4 +20,7 @@ from fastapi import APIRouter
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
-    return []
+    from loom.dialects.apply.router import router as apply  # imported late: dialects import
+    # `loom.dialects.kinds`, which imports this package first
+
+    return [apply]
