@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -25,6 +26,7 @@ from pydantic import (
 from loom.domain.environments import MAX_PACKAGES, requirement_problem
 from loom.domain.errors import NUL_WHY, ManifestError
 from loom.domain.patterns import PatternError, compile_pattern, reference
+from loom.domain.replicas import layout_of
 from loom.domain.resources import ResourceError, Resources, parse_memory
 from loom.domain.safe_yaml import UnsafeYaml, safe_load
 
@@ -304,6 +306,8 @@ Memory = Annotated[int, BeforeValidator(_memory)]
 
 
 PLACEMENTS = ("pack", "spread", "strict_pack", "strict_spread")
+# A container image reference: [registry[:port]/]name[:tag][@digest].
+IMAGE = re.compile(r"[a-z0-9][a-z0-9._\-/:]{0,250}(@sha256:[a-f0-9]{64})?")
 
 
 class Manifest(_Strict):
@@ -325,6 +329,8 @@ class Manifest(_Strict):
     priority: int = 0
     restart_policy: RestartPolicy = RestartPolicy.NEVER
     max_restarts: int = Field(default=0, ge=0, le=100)
+    # Seconds the job may run from its start (restarts included); past them it is halted.
+    timeout_s: int | None = Field(default=None, ge=1, le=366 * 86_400)
     model_name: Text | None = None
     framework_options: dict[str, Any] = Field(default_factory=dict)
     environment: Environment | None = None
@@ -338,13 +344,23 @@ class Manifest(_Strict):
 
     @field_validator("framework_options")
     @classmethod
-    def _known_placement(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _known_placement(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         placement = value.get("placement", "pack")
         if placement not in PLACEMENTS:
             raise ValueError(
                 f"placement {placement!r} is not one of {', '.join(PLACEMENTS)} (how a cluster "
                 "launcher spreads the learners over its machines)"
             )
+        layout = layout_of(value.get("replicas"))  # a Kubeflow object's: ValueError if bad
+        learners = info.data.get("learners")
+        if layout is not None and learners is not None and layout.size != learners:
+            raise ValueError(
+                f"replicas has {layout.size} replicas, but learners is {learners}: one learner "
+                "per replica"
+            )
+        image = value.get("image")
+        if image is not None and (not isinstance(image, str) or not IMAGE.fullmatch(image)):
+            raise ValueError(f"image {image!r} is not an image reference (registry/name:tag)")
         return value
 
     @field_validator("data_stores")

@@ -67,6 +67,7 @@ def gang_of(
             "framework": attempt.manifest.framework.name,
             "parameter_servers": int(options.get("parameter_servers", 0)),
             "placement": str(options.get("placement", "pack")),
+            "replicas": options.get("replicas"),  # a Kubeflow object's layout, if any
         }
         spec["owner"] = attempt.owner
         spec["restart"] = {

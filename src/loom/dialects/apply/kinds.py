@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from loom.dialects.apply.core import CoreObjects
 from loom.dialects.kinds import KindHandler
+from loom.dialects.kubeflow.jobs import TrainingJobs
 
 
 def handlers() -> list[KindHandler]:
-    return [CoreObjects()]
+    return [CoreObjects(), TrainingJobs()]
