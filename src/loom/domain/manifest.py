@@ -123,6 +123,7 @@ class MetricsType(StrEnum):
     TENSORBOARD = "tensorboard"
     EMETRICS_FILE = "emetrics_file"
     KATIB = "katib"
+    PROMETHEUS = "prometheus"  # Katib's PrometheusMetric: `in` is PORT/PATH on the learner
 
 
 # What Loom itself sets for a learner; a manifest's `environment.env` cannot change it.
@@ -256,7 +257,8 @@ class EvaluationMetrics(_Strict):
     file: Text | None = None
     groups: dict[str, RegexGroup] | None = None
     # Katib's collectors (type katib): its filters (group 1 a name, 2 a value), and with `in`
-    # a file of TEXT lines or JSON lines instead of the output.
+    # a file of TEXT lines or JSON lines instead of the output. Type prometheus: the metrics'
+    # names to keep of what the endpoint `in` (PORT/PATH) exposes.
     filters: list[Text] | None = None
     format: Literal["TEXT", "JSON"] | None = None
 
@@ -264,24 +266,28 @@ class EvaluationMetrics(_Strict):
     def lookahead(self) -> int:
         return self.line_lookahead or self.linelookahead or 4
 
-    @field_validator("filters")
-    @classmethod
-    def _two_groups(cls, value: list[str] | None) -> list[str] | None:
-        for index, pattern in enumerate(value or []):
+    def _two_groups(self) -> None:
+        for index, pattern in enumerate(self.filters or []):
             try:
                 groups = re.compile(pattern).groups
             except re.error as exc:
                 raise ValueError(f"filters[{index}] is not a regular expression: {exc}") from None
             if groups < 2:
                 raise ValueError(f"filters[{index}] needs two groups: a metric's name, its value")
-        return value
 
     @model_validator(mode="after")
     def _groups_for_regex(self) -> EvaluationMetrics:
         if self.type == MetricsType.REGEX_EXTRACTOR and not self.groups:
             raise ValueError("regex_extractor needs `groups`, each with a `regex`")
+        if self.type == MetricsType.PROMETHEUS:
+            if not self.in_ or not re.fullmatch(r"\d{1,5}/\S*", self.in_) or self.format:
+                raise ValueError(
+                    "prometheus needs `in`: the learner's PORT/PATH, e.g. 8080/metrics"
+                )
+            return self
         if (self.filters or self.format) and self.type != MetricsType.KATIB:
             raise ValueError("filters and format are Katib's: only with type katib")
+        self._two_groups()
         if self.format and not self.in_:
             raise ValueError("format is a metrics file's: give the file with `in`")
         if self.format == "JSON" and self.filters:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from loom.dialects.apply.core import CoreObjects
 from loom.dialects.kinds import KindHandler
+from loom.dialects.kubeflow.experiments import KatibExperiments
 from loom.dialects.kubeflow.jobs import TrainingJobs
 
 
 def handlers() -> list[KindHandler]:
-    return [CoreObjects(), TrainingJobs()]
+    return [CoreObjects(), TrainingJobs(), KatibExperiments()]

@@ -158,7 +158,10 @@ class Objects:
         try:
             handler.check(self.context, document)
         except InvalidInput as exc:
-            raise type(exc)(f"{label(document, index)}: {exc.message}", field=exc.field) from None
+            said = exc.message
+            if exc.field and exc.field not in said:  # the whole path, not the last name alone
+                said = f"field `{exc.field}`: {said}"
+            raise type(exc)(f"{label(document, index)}: {said}", field=exc.field) from None
 
     def _create(
         self, document: Document, info: KindInfo, handler: KindHandler, index: int
