@@ -7,7 +7,8 @@ from loom.dialects.apply.core import CoreObjects
 from loom.dialects.kinds import KindHandler
 from loom.dialects.kubeflow.experiments import KatibExperiments
 from loom.dialects.kubeflow.jobs import TrainingJobs
+from loom.dialects.kubeflow.services import InferenceServices
 
 
 def handlers() -> list[KindHandler]:
-    return [CoreObjects(), TrainingJobs(), KatibExperiments()]
+    return [CoreObjects(), TrainingJobs(), KatibExperiments(), InferenceServices()]
