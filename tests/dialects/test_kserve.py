@@ -110,7 +110,7 @@ def test_an_inference_service_from_s3_answers_v1_and_v2(
     assert "spec.predictor.model.runtime" in notes
     status = ready(tenant, "digits")
     assert status["modelStatus"]["states"]["activeModelState"] == "Loaded"
-    images, labels = held_out_digits()
+    images, _labels = held_out_digits()
     token = tenant._http.headers["Authorization"]
     v2 = httpx.post(
         f"{status['url']}/v2/models/digits/infer",
@@ -195,5 +195,5 @@ def test_the_storage_initializer_lays_out_each_format(tmp_path: Path) -> None:
     assert "xgboost:" in (booster / "MLmodel").read_text()
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(SystemExit, match="expected one .pt/.pth file"):
+    with pytest.raises(SystemExit, match=r"expected one \.pt/\.pth file"):
         lay_out(empty, "pytorch")
