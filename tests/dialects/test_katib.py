@@ -100,13 +100,16 @@ def experiment(
 
 def algorithms() -> list[dict[str, Any]]:
     """Every algorithm, each with its Katib settings."""
+    one = {"maxTrialCount": 1, "parallelTrialCount": 1}  # the sampler runs: one trial shows it
     made = [
         experiment("random", "random"),
-        experiment("tpe", "tpe"),
-        experiment("multivariate-tpe", "multivariate-tpe"),
-        experiment("cmaes", "cmaes", {"restart_strategy": "ipop"}),
-        experiment("sobol", "sobol"),
-        experiment("bayesianoptimization", "bayesianoptimization", {"n_initial_points": "2"}),
+        experiment("tpe", "tpe", **one),
+        experiment("multivariate-tpe", "multivariate-tpe", **one),
+        experiment("cmaes", "cmaes", {"restart_strategy": "ipop"}, **one),
+        experiment("sobol", "sobol", **one),
+        experiment(
+            "bayesianoptimization", "bayesianoptimization", {"n_initial_points": "2"}, **one
+        ),
         experiment(
             "medianstop",
             "random",
@@ -131,7 +134,7 @@ def algorithms() -> list[dict[str, Any]]:
     hyperband["spec"]["trialTemplate"]["trialSpec"] = job(
         [*ARGS, "--epochs=${trialParameters.numberEpochs}"]
     )
-    distributions = experiment("distributions", "random")
+    distributions = experiment("distributions", "random", **one)
     distributions["spec"]["parameters"] = [
         {"name": "lr", "parameterType": "double",
          "feasibleSpace": {"min": "0.01", "max": "0.05", "step": "0.01", "distribution": "normal"}},
@@ -168,6 +171,8 @@ def collectors(prometheus_port: int) -> list[dict[str, Any]]:
     text = experiment(
         "file-text",
         "random",
+        maxTrialCount=1,
+        parallelTrialCount=1,
         objective=accuracy,
         trial_spec=job([*ARGS, "--log-path=/katib/mnist.log"]),
         metricsCollectorSpec={
@@ -181,6 +186,8 @@ def collectors(prometheus_port: int) -> list[dict[str, Any]]:
     json_file = experiment(
         "file-json",
         "random",
+        maxTrialCount=1,
+        parallelTrialCount=1,
         objective=accuracy,
         trial_spec=job([*ARGS, "--log-path=/katib/mnist.json", "--logger=hypertune"]),
         metricsCollectorSpec={
@@ -193,6 +200,8 @@ def collectors(prometheus_port: int) -> list[dict[str, Any]]:
     events = experiment(
         "tfevent",
         "random",
+        maxTrialCount=1,
+        parallelTrialCount=1,
         objective=accuracy,
         trial_spec=job([*ARGS, "--tf-dir=/logs-with-summaries/test"]),
         metricsCollectorSpec={
@@ -207,6 +216,7 @@ def collectors(prometheus_port: int) -> list[dict[str, Any]]:
         "random",
         objective=accuracy,
         trial_spec=job([*ARGS, f"--prometheus-port={prometheus_port}"]),
+        maxTrialCount=1,
         parallelTrialCount=1,
         metricsCollectorSpec={
             "source": {"httpGet": {"path": "/metrics", "port": prometheus_port}},
@@ -216,6 +226,8 @@ def collectors(prometheus_port: int) -> list[dict[str, Any]]:
     custom = experiment(
         "custom",
         "random",
+        maxTrialCount=1,
+        parallelTrialCount=1,
         objective=accuracy,
         trial_spec=job([*ARGS, "--log-path=/katib/mnist.log"]),
         metricsCollectorSpec={
@@ -359,6 +371,8 @@ def test_what_cannot_run_is_refused_naming_the_field(tenant: LoomClient) -> None
     custom = experiment(
         "custom",
         "random",
+        maxTrialCount=1,
+        parallelTrialCount=1,
         metricsCollectorSpec={"collector": {"kind": "Custom", "customCollector": {"image": "x"}}},
     )
     budget = experiment("budget", "hyperband", {"resource_name": "epochs", "r_l": "2"})

@@ -13,6 +13,7 @@ from loom.cli import (
     contexts,
     deployments,
     experiments,
+    ffdl,
     jobs,
     kubernetes,
     models,
@@ -77,6 +78,7 @@ def options(
 app.command()(server)
 app.command()(serve)
 jobs.register(app)
+ffdl.register(app)
 app.command()(metrics)
 app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")

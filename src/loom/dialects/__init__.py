@@ -16,6 +16,9 @@ routers. Dialects do not import each other.
 from __future__ import annotations
 
 from fastapi import APIRouter
+from starlette.types import ASGIApp
+
+from loom.dialects import ffdl
 
 
 def routers() -> list[APIRouter]:
@@ -23,4 +26,10 @@ def routers() -> list[APIRouter]:
     from loom.dialects.apply.router import router as apply  # imported late: dialects import
     # `loom.dialects.kinds`, which imports this package first
 
-    return [apply]
+    return [ffdl.router, apply]
+
+
+def middleware() -> list[type[ASGIApp]]:
+    """ASGI middleware that sends a dialect's clients on paths Loom also serves to that
+    dialect's routes (FfDL's on `/v1/models`), added by `loom.app.create_app`."""
+    return [ffdl.RecogniseFfdlClients]

@@ -105,6 +105,15 @@ class Framework(_Strict):
     command: Text = Field(min_length=1)
     image_tag: Text | None = None
     image_location: ImageLocation | None = None
+    # Loom's addition: the image the learners run in (Kubernetes launcher only).
+    image: Text | None = Field(default=None, min_length=1, max_length=300)
+
+    @field_validator("image")
+    @classmethod
+    def _one_word(cls, value: str | None) -> str | None:
+        if value is not None and (value != value.strip() or " " in value or "\n" in value):
+            raise ValueError("an image reference such as registry/name:tag, without spaces")
+        return value
 
     @field_validator("command")
     @classmethod
@@ -312,8 +321,6 @@ Memory = Annotated[int, BeforeValidator(_memory)]
 
 
 PLACEMENTS = ("pack", "spread", "strict_pack", "strict_spread")
-# A container image reference: [registry[:port]/]name[:tag][@digest].
-IMAGE = re.compile(r"[a-z0-9][a-z0-9._\-/:]{0,250}(@sha256:[a-f0-9]{64})?")
 
 
 class Manifest(_Strict):
@@ -364,9 +371,6 @@ class Manifest(_Strict):
                 f"replicas has {layout.size} replicas, but learners is {learners}: one learner "
                 "per replica"
             )
-        image = value.get("image")
-        if image is not None and (not isinstance(image, str) or not IMAGE.fullmatch(image)):
-            raise ValueError(f"image {image!r} is not an image reference (registry/name:tag)")
         return value
 
     @field_validator("data_stores")

@@ -36,6 +36,7 @@ LOAD_MODEL = "S301"
 LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
 ENVIRONMENT_FAILED = "C103"
+AFTER_HALT_S = 5.0  # once halted, how long the wrapper goes on trying to tell the platform
 HOST_LOST = signal.SIGUSR2  # the engine's actor that held this learner is gone (`spawner`)
 
 LOCAL_STORE_TYPES = {"local", "mount_volume", "host_mount"}
@@ -405,8 +406,11 @@ class Learner:
 
     # -- halt -------------------------------------------------------------------------------
     def halt(self, grace: float) -> None:
-        """SIGTERM to the learner's process group, then SIGKILL after the grace period."""
+        """SIGTERM to the learner's process group, then SIGKILL after the grace period. The
+        wrapper itself then ends soon, even when the platform it reports to is gone or refuses
+        it: its retries stop `AFTER_HALT_S` past the grace (the spool keeps what was not sent)."""
         self.halting = True
+        self.api.cutoff.cut(grace + AFTER_HALT_S)
         if self._building is not None:
             self._building.set()
         if self.child is None or self.child.poll() is not None:

@@ -47,7 +47,7 @@ from loom.lifecycle.admission import (
     queued_job,
 )
 from loom.lifecycle.attempt import Attempt, gang_of
-from loom.lifecycle.environments import plan_for, spec_section
+from loom.lifecycle.environments import check_learner_image, plan_for, spec_section
 from loom.lifecycle.scheduler import allocate_devices
 from loom.lifecycle.ticker import Ticker
 from loom.lifecycle.workspace import Workspace, api_certificates
@@ -198,6 +198,7 @@ class LifecycleManager:
         if not self.launcher.elastic:  # a cluster may grow: the queue says what it waits for
             check_fits(manifest, self.launcher.capacity())
         plan_for(manifest, code)  # refuses a framework or a package this platform cannot install
+        check_learner_image(manifest, self.launcher.name)
 
     def halt(self, job_id: str, why: str = "") -> Job:
         """Stop a job's learners (SIGTERM, SIGKILL after the grace); `why`, when not a user's

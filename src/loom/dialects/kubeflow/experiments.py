@@ -9,7 +9,8 @@ from typing import Any
 
 from loom.dialects.kinds import Applied, Context, Document, Immutable, KindInfo, Note, Stored
 from loom.dialects.kubeflow import code as codes
-from loom.dialects.kubeflow.jobs import config_maps
+from loom.dialects.kubeflow import images
+from loom.dialects.kubeflow.jobs import config_maps, runs_images
 from loom.dialects.kubeflow.katib import ExperimentPlan, katib_experiment
 from loom.dialects.kubeflow.katib_status import ExperimentView, TrialView, experiment_status
 from loom.domain.errors import NotFound
@@ -20,7 +21,11 @@ EXPERIMENT = KindInfo("kubeflow.org", ("v1beta1",), "Experiment", "experiments",
 
 
 def plan(ctx: Context, document: Document) -> ExperimentPlan:
-    return katib_experiment(document, codes.names(ctx.code), config_maps(ctx))
+    found = katib_experiment(document, codes.names(ctx.code), config_maps(ctx))
+    template = (found.document.get("spec") or {}).get("trialTemplate") or {}
+    if isinstance(template.get("trialSpec"), dict) and "framework" in template["trialSpec"]:
+        images.place(template["trialSpec"], runs_images(ctx))
+    return found
 
 
 class KatibExperiments(Immutable):

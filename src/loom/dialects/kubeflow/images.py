@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _RELEASE = re.compile(r"^v?(\d+\.\d+)")
 # An image's repository (without registry and tag) → the framework runtime it carries.
@@ -60,3 +61,18 @@ def runtime_of(image: str) -> ImageRuntime:
     if framework == "jax" and version.startswith("2"):  # NVIDIA's year.month tags
         version = None
     return ImageRuntime(framework, version, True)
+
+
+IMAGE_KEY = "image"  # where a translation keeps the pod's image, in `framework_options`
+
+
+def place(manifest: dict[str, Any], runs_images: bool) -> None:
+    """The pod's image, kept aside by the translation: the learners' image where the launcher
+    runs images (`framework.image`, Kubernetes), and nothing elsewhere, where the environment
+    it implies stands for it."""
+    options = manifest.get("framework_options") or {}
+    image = options.pop(IMAGE_KEY, None)
+    if not options:
+        manifest.pop("framework_options", None)
+    if runs_images and image:
+        manifest["framework"]["image"] = image

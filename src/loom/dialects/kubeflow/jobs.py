@@ -11,10 +11,12 @@ from typing import Any
 
 from loom.dialects.kinds import Applied, Context, Document, Immutable, KindInfo, Note, Stored
 from loom.dialects.kubeflow import code as codes
+from loom.dialects.kubeflow import images
 from loom.dialects.kubeflow.status import JobView, training_status
 from loom.dialects.kubeflow.training import FAMILIES, GROUP, JobPlan, training_job
 from loom.dialects.kubeflow.trainjob import TRAINJOB_GROUP, train_job
 from loom.domain.errors import Conflict, ManifestError, NotFound
+from loom.domain.learner_images import RUNS_IMAGES
 from loom.domain.manifest import manifest_from_dict
 from loom.domain.replicas import layout_of
 from loom.store import jobs as job_rows
@@ -45,11 +47,17 @@ def plan(ctx: Context, document: Document, name: str | None = None) -> JobPlan:
         found = train_job(document, name, names, config_maps=config_maps(ctx))
     else:
         found = training_job(document, name, names, config_maps=config_maps(ctx))
+    images.place(found.manifest, runs_images(ctx))
     packages = _packages(document)
     if packages:
         environment = found.manifest.setdefault("environment", {})
         environment["pip"] = packages
     return found
+
+
+def runs_images(ctx: Context) -> bool:
+    """Whether the platform's launcher runs learners in images (Kubernetes)."""
+    return ctx.platform.lifecycle.launcher.name in RUNS_IMAGES
 
 
 def _packages(document: Document) -> list[str]:

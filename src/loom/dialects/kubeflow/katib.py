@@ -15,7 +15,7 @@ from typing import Any
 
 from loom.dialects.kinds import Document, Note
 from loom.dialects.kubeflow import pods
-from loom.dialects.kubeflow.images import runtime_of
+from loom.dialects.kubeflow.images import IMAGE_KEY, runtime_of
 from loom.dialects.kubeflow.pods import ConfigMaps, Notes, Paths, mount_root
 from loom.dialects.kubeflow.training import FAMILIES, run_policy, training_job
 from loom.dialects.kubeflow.trainjob import train_job
@@ -266,6 +266,8 @@ def _batch_job(
             "environment",
         )
     manifest: dict[str, Any] = {"name": name, "framework": framework, "gpus": pod.main.share.gpus}
+    if image is not None:
+        manifest["framework_options"] = {IMAGE_KEY: image}
     if pod.main.share.cpus is not None:
         manifest["cpus"] = pod.main.share.cpus
     if pod.main.share.memory is not None:
