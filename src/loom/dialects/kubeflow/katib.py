@@ -54,7 +54,7 @@ def katib_experiment(
     if trial_spec is None or ("apiVersion" not in trial_spec and "kind" not in trial_spec):
         return ExperimentPlan(found, notes.all())  # a Loom manifest already
     _resolve_metadata(template, trial_spec, str(metadata.get("namespace") or "default"), where)
-    paths = Paths(code)
+    paths = Paths(code, entrypoint=pods.entrypoint_of(trial_spec) or pods.entrypoint_of(found))
     for path in KATIB_PATHS:
         paths.mount(path, "${LOG_DIR}" + path)
     _collector(spec, paths, notes)

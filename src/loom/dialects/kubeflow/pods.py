@@ -50,6 +50,7 @@ _SUFFIX = {
     "Ei": 2**60,
 }
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+ENTRYPOINT = "loom.dev/entrypoint"
 # Programs an image has on its PATH that a learner runs through its Python instead.
 CONSOLE_SCRIPTS = {"torchrun": ["python", "-m", "torch.distributed.run"]}
 
@@ -116,6 +117,7 @@ class Paths:
     code: frozenset[str] = frozenset()
     mounts: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # brought with the code (ConfigMaps)
+    entrypoint: list[str] | None = None  # the image's, for containers without a command
 
     def mount(self, path: str, folder: str) -> None:
         """`path` (an absolute folder) becomes `folder`, a `${VAR}/…` expression."""
@@ -331,7 +333,7 @@ def container(
         image = check.text(image, f"{where}.image")
         if "${" in image:
             raise check.fail(f"{where}.image", "a trial parameter cannot choose the image here")
-    words = entry if entry is not None else _words(spec, where)
+    words = entry if entry is not None else _words(spec, where, paths.entrypoint)
     if words and words[0] in CONSOLE_SCRIPTS:
         notes.add(
             f"{where}.command",
@@ -358,16 +360,32 @@ def texts(value: Any, where: str) -> list[str]:
     return [check.text(w, f"{where}[{i}]") for i, w in enumerate(check.sequence(value, where))]
 
 
-def _words(spec: dict[str, Any], where: str) -> list[str]:
-    command = texts(spec.get("command"), f"{where}.command")
+def _words(spec: dict[str, Any], where: str, entrypoint: list[str] | None) -> list[str]:
+    command = texts(spec.get("command"), f"{where}.command") or list(entrypoint or [])
     args = texts(spec.get("args"), f"{where}.args")
     if not command:
         raise check.fail(
             f"{where}.command",
             "is required here: the image's own entrypoint is not known outside the image; "
-            "give the program to run (e.g. [python3, train.py])",
+            f"give the program to run (e.g. [python3, train.py]), or name it in the object's "
+            f"annotation {ENTRYPOINT} (e.g. 'python3 /opt/mnist/mnist.py')",
         )
     return command + args
+
+
+def entrypoint_of(document: dict[str, Any]) -> list[str] | None:
+    """The image's entrypoint, as the object's `loom.dev/entrypoint` annotation says it (the
+    image is not pulled here, so its own is not known)."""
+    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    text = ((metadata or {}).get("annotations") or {}).get(ENTRYPOINT)
+    if text is None:
+        return None
+    try:
+        return shlex.split(str(text))
+    except ValueError as exc:
+        raise check.fail(
+            f"metadata.annotations.{ENTRYPOINT}", f"not a command line: {exc}"
+        ) from None
 
 
 def _in_folder(folder: str, command: str, paths: Paths, where: str, notes: Notes) -> str:

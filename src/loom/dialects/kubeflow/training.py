@@ -112,6 +112,7 @@ def training_job(
     family = FAMILIES[str(document["kind"])]
     notes = Notes()
     paths = paths or Paths(code)
+    paths.entrypoint = pods.entrypoint_of(document) or paths.entrypoint
     at = check.join(where, "spec")
     spec = check.section(document, "spec", where, f"the {family.kind}'s replicas")
     check.known(spec, (family.field, "runPolicy", *family.extra), at)

@@ -55,6 +55,7 @@ def train_job(
 ) -> JobPlan:
     notes = Notes()
     paths = paths or Paths(code)
+    paths.entrypoint = pods.entrypoint_of(document) or paths.entrypoint
     at = check.join(where, "spec")
     spec = check.section(document, "spec", where, "the runtime and the trainer")
     check.known(spec, (*_SPEC, "activeDeadlineSeconds"), at)
