@@ -116,11 +116,14 @@ def test_a_jobs_entrypoint_can_be_named_by_annotation() -> None:
             }
         },
     }
-    with pytest.raises(ManifestError, match="loom.dev/entrypoint"):
+    with pytest.raises(ManifestError, match=r"loom\.dev/entrypoint"):
         training_job(document, "p", frozenset())
     document["metadata"]["annotations"] = {"loom.dev/entrypoint": "python3 /opt/mnist/mnist.py"}
     plan = training_job(document, "p", frozenset({"mnist.py"}))
     assert plan.manifest["framework"]["command"] == 'python3 "${MODEL_DIR}/mnist.py" --epochs=1'
+
+
+KIND_AND_SPACE = "${trialParameters.kind}/${trialParameters.space}"
 
 
 def test_a_katib_trial_spec_becomes_a_loom_manifest_with_katibs_paths_mapped() -> None:
@@ -161,7 +164,7 @@ def test_a_katib_trial_spec_becomes_a_loom_manifest_with_katibs_paths_mapped() -
                                         "env": [
                                             {
                                                 "name": "K",
-                                                "value": "${trialParameters.kind}/${trialParameters.space}",
+                                                "value": KIND_AND_SPACE,
                                             }
                                         ],
                                     }
