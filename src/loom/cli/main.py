@@ -17,6 +17,7 @@ from loom.cli import (
     jobs,
     kubernetes,
     models,
+    objects,
     pipelines,
     tokens,
     users,
@@ -90,6 +91,8 @@ app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(contexts.app, name="context")
 app.command()(audit)
+app.command()(objects.apply)
+app.command()(objects.get)
 
 
 def main() -> None:

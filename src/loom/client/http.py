@@ -18,6 +18,7 @@ from loom.client.accounts import AccountCalls
 from loom.client.errors import ClientError
 from loom.client.experiments import ExperimentCalls
 from loom.client.job_lookup import JobLookupCalls
+from loom.client.objects import ObjectCalls
 from loom.client.pipelines import PipelineCalls
 
 __all__ = ["ClientError", "LoomClient"]
@@ -106,7 +107,7 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
         raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
 
 
-class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, JobLookupCalls):
+class LoomClient(AccountCalls, ExperimentCalls, ObjectCalls, PipelineCalls, JobLookupCalls):
     def __init__(
         self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
     ) -> None:
