@@ -287,6 +287,14 @@ class Seat:
     def home(self) -> Path:
         return self.platform.home
 
+    @property
+    def database_url(self) -> str:
+        return self.platform.database_url
+
+    @property
+    def log(self) -> Path:
+        return self.platform.log
+
     def client(self, token: str | None = None) -> LoomClient:
         return LoomClient(self.url, token or self.token)
 
