@@ -71,6 +71,7 @@ class Request:
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
+    index_strategy: str = "first-index"
     source_builds: bool = False
     max_bytes: int = 20 * 2**30
     max_age_s: float = 30 * 86400.0
@@ -87,6 +88,7 @@ class Request:
             index_url=spec.get("index_url"),
             extra_index_urls=list(spec.get("extra_index_urls", [])),
             find_links=list(spec.get("find_links", [])),
+            index_strategy=str(spec.get("index_strategy", "first-index")),
             source_builds=bool(spec.get("source_builds", False)),
             max_bytes=int(spec.get("max_bytes", 20 * 2**30)),
             max_age_s=float(spec.get("max_age_s", 30 * 86400.0)),
@@ -255,6 +257,8 @@ def _install_command(request: Request) -> list[str]:
         command += ["--extra-index-url", url]
     for place in request.find_links:
         command += ["--find-links", place]
+    if request.index_strategy != "first-index":
+        command += ["--index-strategy", request.index_strategy]
     return [*command, "--", *request.packages]
 
 
