@@ -8,14 +8,11 @@ import functools
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from loom.domain import environments
-
-if TYPE_CHECKING:
-    from loom.settings import Settings
 
 
 @functools.cache
@@ -43,20 +40,6 @@ class Sources:
     max_bytes: int = 20 * 2**30
     max_age_s: float = 30 * 86400.0
     timeout_s: float = 1800.0
-
-    @classmethod
-    def of(cls, settings: Settings) -> Sources:
-        return cls(
-            root=settings.envs_dir,
-            index_url=settings.environments_index_url,
-            extra_index_urls=tuple(settings.environments_extra_index_urls),
-            find_links=tuple(settings.environments_find_links),
-            index_strategy=settings.environments_index_strategy,
-            source_builds=settings.environments_source_builds,
-            max_bytes=int(settings.environments_max_gb * 2**30),
-            max_age_s=settings.environments_max_age_days * 86400.0,
-            timeout_s=settings.environments_build_timeout_s,
-        )
 
     def section(self, plan: environments.Plan | None) -> dict[str, Any] | None:
         """What a wrapper (or a gateway) needs to build or reuse the plan's environment; no

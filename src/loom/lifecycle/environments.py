@@ -74,6 +74,21 @@ def _read_from_code(code: bytes | Path, name: str) -> str:
         ) from None
 
 
+def sources_of(settings: Settings) -> Sources:
+    """Where this platform's environments are built and their packages come from."""
+    return Sources(
+        root=settings.envs_dir,
+        index_url=settings.environments_index_url,
+        extra_index_urls=tuple(settings.environments_extra_index_urls),
+        find_links=tuple(settings.environments_find_links),
+        index_strategy=settings.environments_index_strategy,
+        source_builds=settings.environments_source_builds,
+        max_bytes=int(settings.environments_max_gb * 2**30),
+        max_age_s=settings.environments_max_age_days * 86400.0,
+        timeout_s=settings.environments_build_timeout_s,
+    )
+
+
 def spec_section(plan: environments.Plan | None, settings: Settings) -> dict[str, Any] | None:
     """What a learner's wrapper needs to build or reuse the environment."""
-    return Sources.of(settings).section(plan)
+    return sources_of(settings).section(plan)

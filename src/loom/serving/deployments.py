@@ -30,10 +30,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import Conflict, InvalidInput, NotFound, PlatformError
+from loom.environments.sections import Sources
 from loom.launchers.confinement import SandboxPolicy
 from loom.registry.models import ModelRegistry
 from loom.serving.canary import CanaryChange
 from loom.serving.canary import apply as apply_canary
+from loom.serving.code import (
+    Code,
+    check_version,
+    code_of,
+    environments_of,
+    store_transformer,
+    transformer_dir,
+)
 from loom.serving.environment import serving_env
 from loom.serving.formats import MAX_MLMODEL, NotServable, model_file, zip_entries
 from loom.serving.keys import DeploymentAccess
@@ -61,8 +70,10 @@ class Deployments:
         ray: tuple[str, str] | None = None,
         unconfined: str | None = None,
         gpus: list[int] | None = None,
+        sources: Sources | None = None,
     ) -> None:
         self.db = db
+        self.sources = sources or Sources(root=home / "environments")
         self.gpus = gpus or []  # the GPUs of this machine replicas may be pinned to
         self.unconfined = unconfined  # why replicas could not be sandboxed here: none are made
         self.ray = ray  # (address, namespace): replicas on that Ray cluster's nodes
@@ -90,7 +101,9 @@ class Deployments:
         *,
         public: bool = False,
         grpc_port: int | None = None,
+        code: Code | None = None,
     ) -> dict[str, Any]:
+        code = (code or Code()).checked()
         if self.unconfined is not None:
             raise Conflict(
                 f"this platform cannot sandbox serving replicas ({self.unconfined}), and will "
@@ -116,13 +129,19 @@ class Deployments:
                 created_at=now,
                 updated_at=now,
                 public=public,
+                runtime=code.runtime,
+                pip=code.pip or None,
+                explainer=code.explainer,
                 **columns(scaling),
             )
+            if isinstance(code.transformer, str):
+                row.transformer = store_transformer(self.registry.artifacts, code.transformer)
             session.add(row)
             session.flush()
             row.grpc_port = self._port(session, grpc_port, "grpc_port")
             with _without_paths(f"deployment {name!r}: its model files could not be copied"):
                 self._materialize(row, version)
+                self._spec(row)  # its transformer and environments, checked before it is kept
         with _without_paths(f"deployment {name!r} could not be started"):
             self._spawn(row)
         return self.view(row)
@@ -317,6 +336,10 @@ class Deployments:
             "replica_list": status.get("replica_list", []),
             **columns_of(row),
             "public": row.public,
+            "runtime": row.runtime,
+            "pip": row.pip or [],
+            "explainer": row.explainer,
+            "transformer": bool(row.transformer),
             "requests": status.get("requests", 0),
             "restarts": status.get("restarts", 0),
             "last_cold_start_s": status.get("last_cold_start_s"),
@@ -341,21 +364,24 @@ class Deployments:
             version = self.registry.version(row.owner_id, row.model_name, str(number))
         digests = {entry["path"]: entry["digest"] for entry in version.files}
         try:
-            model_file(
+            chosen = model_file(
                 digests,
                 lambda name: self._small(version.files, name),
                 lambda name: zip_entries(self.registry.artifacts.path(digests[name])),
+                row.runtime,
             )
         except NotServable as exc:
             raise InvalidInput(
                 f"model {row.model_name!r} version {version.version}: {exc}", field="model"
             ) from exc
+        check_version(chosen, code_of(row), on_ray=bool(self.ray))
         partial = target.with_name(target.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         for entry in version.files:
             destination = partial / entry["path"]
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.registry.artifacts.path(entry["digest"]), destination)
+        environments_of(row, self.sources, partial)  # its requirements checked before kept
         partial.rename(target)
 
     def _small(self, files: list[dict[str, Any]], name: str) -> bytes:
@@ -366,9 +392,13 @@ class Deployments:
         return self.registry.artifacts.get(entry["digest"])
 
     def _spec(self, row: Deployment) -> DeploymentSpec:
+        model_dir = self.folder(row) / f"model-v{row.model_version}"
+        canary = self.folder(row) / f"model-v{row.canary_version}" if row.canary_version else None
+        transformer = transformer_dir(row, self.registry.artifacts, self.folder(row))
+        served = [p for p in (model_dir, canary, Path(transformer) if transformer else None) if p]
         return DeploymentSpec(
             name=row.name,
-            model_dir=str(self.folder(row) / f"model-v{row.model_version}"),
+            model_dir=str(model_dir),
             model_version=str(row.model_version),
             host=self.host,
             port=row.port,
@@ -384,6 +414,10 @@ class Deployments:
             ray_address=self.ray[0] if self.ray else "",
             ray_namespace=self.ray[1] if self.ray else "loom",
             gpu_ids=[] if self.ray else list(self.gpus),
+            runtime=row.runtime or "",
+            explainer=row.explainer or "",
+            transformer_dir=transformer,
+            environments=environments_of(row, self.sources, *(p for p in served if p.is_dir())),
             **columns_of(row),
         )
 

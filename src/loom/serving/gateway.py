@@ -38,6 +38,7 @@ from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
 from loom.serving.observe import Histogram, RequestLog
+from loom.serving.replica_envs import EnvironmentFailed, ReplicaEnvironments
 from loom.serving.replicas import (
     Generation,
     Replica,
@@ -100,6 +101,11 @@ class Gateway:
         self.admission = Admission(
             self.capacity, max_wait_s=spec.queue_timeout_s, max_line=spec.max_queue
         )
+        self.environments = ReplicaEnvironments(folder, self._building)
+
+    def _building(self, news: str) -> None:
+        """The environment build's progress, in the status (from the builder's thread)."""
+        self.message = redact_paths(news)
 
     def capacity(self) -> int:
         """Requests the ready replicas take at once."""
@@ -317,6 +323,13 @@ class Gateway:
         except ValueError as exc:
             self._failed(replica, f"replica {replica.id} could not start: {exc}")
             return
+        section = self.spec.environments.get(replica.generation[0])
+        try:
+            if section is not None:
+                replica.environment = await self.environments.prepare(section)
+        except EnvironmentFailed as exc:
+            self._failed(replica, f"replica {replica.id} could not start: {exc}")
+            return
         try:
             await replica.spawn(self.spec, self.folder)
         except OSError as exc:
@@ -438,6 +451,7 @@ class Gateway:
         self.stopping.set()
         await asyncio.gather(*(r.drain(self.spec.drain_timeout_s) for r in list(self.replicas)))
         self.replicas.clear()
+        self.environments.release()
         with contextlib.suppress(OSError):  # the folder may be gone with the deployment
             write_atomic(self.folder / STATUS, {**self.status(), "updated_at": time.time()})
         if self.log is not None:
