@@ -144,8 +144,9 @@ def test_a_kserve_predictor_answers_v1_v2_and_grpc(
     got = np.asarray(answer["outputs"][0]["data"], dtype=np.float32).reshape(3, 10)
     np.testing.assert_allclose(got, want, atol=1e-5)
 
+    sized = {"binary_data_size": images.nbytes}
     header = json.dumps({"inputs": [{"name": "image", "shape": [3, 1, 8, 8], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": images.nbytes}}]})  # fmt: skip
+                                     "parameters": sized}]})  # fmt: skip
     binary = httpx.post(urls["v2_infer"], content=header.encode() + images.tobytes(), timeout=30,
                         headers={**auth(platform), "Inference-Header-Content-Length":
                                  str(len(header))})  # fmt: skip
