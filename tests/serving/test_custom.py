@@ -28,7 +28,6 @@ from tests.serving.test_rest import digits_models
 
 pytestmark = pytest.mark.integration
 
-ENVIRONMENTS = ROOT / ".venvs" / "serving-environments"
 EXAMPLE = ROOT / "examples" / "custom-predictor"
 FIRST_BUILD_S = 600.0  # the first run builds KServe's environment; later ones reuse it
 
@@ -73,15 +72,8 @@ def model_zip(files: dict[str, bytes]) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One platform for the module, its environments kept between runs."""
-    from tests.conftest import stop_deployments
-
-    home = tmp_path_factory.mktemp("custom") / "home"
-    server = Server(home, LOOM_ENVIRONMENTS_DIR=str(ENVIRONMENTS)).start()
-    yield server
-    server.stop()
-    stop_deployments(server.home)
+def platform(code_platform: Server) -> Server:
+    return code_platform
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +84,8 @@ def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def owner(platform: Server) -> Iterator[LoomClient]:
-    with platform.client() as client:
-        yield client
+def owner(code_owner: LoomClient) -> LoomClient:
+    return code_owner
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +208,34 @@ def test_a_predictor_cannot_read_secrets_or_other_models(
     finally:
         owner.delete_deployment("probe")
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_transformer_sits_in_front_of_an_onnx_deployment(
+    platform: Server, owner: LoomClient, onnx_dir: Path
+) -> None:
+    """`deploy(…, transformer=FOLDER)`: the example transformer's preprocess turns raw pixels
+    (V1) into the V2 request the ONNX model takes, and its postprocess names the digits the
+    model picked; its InvalidInput is the caller's 400; the model's metadata is the model's."""
+    files = {"model.onnx": (onnx_dir / "model.onnx").read_bytes()}
+    register(owner, model_zip(files), name="digits-onnx")
+    owner.deploy("digits-named", "digits-onnx", transformer=EXAMPLE / "transformer")
+    try:
+        found = owner.wait_deployment("digits-named", timeout=FIRST_BUILD_S)
+        assert found["transformer"] is True
+        pixels = np.random.default_rng(4).integers(0, 17, (3, 8, 8))
+        names = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+        want = onnx_logits(onnx_dir, (pixels / 16.0).astype(np.float32)[:, None]).argmax(axis=1)
+        rows = [{"pixels": p.tolist()} for p in pixels]
+        answer = httpx.post(found["urls"]["v1_predict"], headers=auth(platform), timeout=30,
+                            json={"instances": rows})  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"predictions": [names[d] for d in want]}
+        bad = httpx.post(found["urls"]["v1_predict"], headers=auth(platform), timeout=30,
+                         json={"instances": [[1, 2]]})  # fmt: skip
+        assert bad.status_code == 400 and "pixels" in bad.json()["error"], bad.text
+        meta = httpx.get(f"{found['endpoint']}/v2/models/digits-named", headers=auth(platform))
+        assert meta.json()["platform"] == "onnxruntime_onnx"
+        replicas = owner.deployment("digits-named")["replica_list"]
+        assert sorted(r["version"] for r in replicas) == ["1", "transformer"]
+    finally:
+        owner.delete_deployment("digits-named")

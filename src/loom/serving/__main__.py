@@ -76,8 +76,8 @@ def _prepare(args: argparse.Namespace, path: Path, name: str) -> tuple[DataPlane
     load once the loop runs; and where the model runs, in words."""
     plane = DataPlane()
     try:
-        custom = path.is_dir() and choose(path, args.runtime).kind == "kserve"
-        if args.role == "transformer" or custom:
+        transformer = args.role == "transformer"
+        if transformer or (path.is_dir() and choose(path, args.runtime).kind == "kserve"):
             return plane, KServeModel(path, name, args.version, args.role), "its own code"
         runtime = load(path, args.device, args.runtime)
     except NoDevice as exc:

@@ -113,7 +113,7 @@ def store_transformer(artifacts: ArtifactStore, encoded: str) -> dict[str, Any]:
 
 def materialize_transformer(artifacts: ArtifactStore, info: dict[str, Any], root: Path) -> Path:
     """The transformer's files, unpacked once into the deployment's folder."""
-    target = root / f"transformer-{str(info['digest'])[:16]}"
+    target = root / f"transformer-{str(info['digest']).split(':')[-1][:16]}"
     if target.is_dir():
         return target
     partial = Path(tempfile.mkdtemp(dir=root, prefix=".transformer-"))

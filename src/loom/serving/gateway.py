@@ -36,6 +36,8 @@ from loom.serving.access import ACCESS, AccessList
 from loom.serving.admission import Admission, Busy
 from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE
+from loom.serving.gateway_tls import certificate, tls_context
+from loom.serving.gateway_transform import transformed, transformer_generation, verb_of
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
 from loom.serving.observe import Histogram, RequestLog
 from loom.serving.replica_envs import EnvironmentFailed, ReplicaEnvironments
@@ -151,7 +153,7 @@ class Gateway:
         if path == "/":  # KServe's V1 liveness
             return encode_response(200, b'{"status":"alive"}', JSON)
         if path == "/v2/health/ready":
-            ready = any(r.state == "ready" for r in self.replicas) or self.spec.min_replicas == 0
+            ready = self.serving() or self.spec.min_replicas == 0
             return encode_response(200, orjson.dumps({"ready": ready}), JSON)
         return await self.forward(request)
 
@@ -177,7 +179,11 @@ class Gateway:
         try:
             await self.admission.enter()
             entered = True
-            response, replica = await self.send(request, started)
+            verb = verb_of(request.target) if self.spec.transformer_dir else None
+            if verb is not None:
+                response, replica = await transformed(self, request, started, verb)
+            else:
+                response, replica = await self.send(request, started)
             status, replica_id = response.status, replica.id
             key = (replica.version, status)
             self.by_version[key] = self.by_version.get(key, 0) + 1
@@ -211,14 +217,19 @@ class Gateway:
             )
         return response
 
-    async def send(self, request: Message, started: float) -> tuple[Message, Replica]:
+    async def send(
+        self, request: Message, started: float, role: Generation | None = None
+    ) -> tuple[Message, Replica]:
         """To the least busy ready replica of the track the request falls to (the canary's
-        share, or the rest); once more to another if that one dies first."""
+        share, or the rest; a `role`'s, the transformer's); once more to another if that one
+        dies first."""
         failed: set[Replica] = set()
         canary = canary_generation(self.spec)
         to_canary = canary is not None and random.random() * 100 < self.spec.canary_percent
         for attempt in range(2):
-            replica = await self.pick(started, avoid=failed, canary=canary, to_canary=to_canary)
+            replica = await self.pick(
+                started, avoid=failed, canary=canary, to_canary=to_canary, role=role
+            )
             try:
                 return await replica.exchange(request), replica
             except ReplicaGone as exc:
@@ -233,9 +244,14 @@ class Gateway:
         avoid: Collection[Replica] = (),
         canary: Generation | None = None,
         to_canary: bool = False,
+        role: Generation | None = None,
     ) -> Replica:
+        transformer = self.transformer()
         while True:
             ready = [r for r in self.replicas if r.state == "ready" and r not in avoid]
+            ready = [
+                r for r in ready if (r.generation == role if role else r.generation != transformer)
+            ]
             if canary is not None:  # its track's replicas, if it has one ready; else any
                 track = [r for r in ready if (r.generation == canary) == to_canary]
                 ready = track or ready
@@ -291,11 +307,24 @@ class Gateway:
         one while any is wanted), the main version the rest (at least one too)."""
         main = generation(self.spec)
         canary = canary_generation(self.spec)
+        transformer = self.transformer()
+        beside = {transformer: desired} if transformer else {}  # as many as the predictor
         if canary is None or canary == main:
-            return {main: desired}
+            return {main: desired, **beside}
         share = math.ceil(desired * self.spec.canary_percent / 100) if desired else 0
         share = min(max(share, 1 if desired else 0), desired)
-        return {main: max(desired - share, 1 if desired else 0), canary: share}
+        return {main: max(desired - share, 1 if desired else 0), canary: share, **beside}
+
+    def serving(self) -> bool:
+        """Whether a replica can answer (and, with a transformer, one of its replicas too)."""
+        transformer = self.transformer()
+        ready = {r.generation == transformer for r in self.replicas if r.state == "ready"}
+        return False in ready and (transformer is None or True in ready)
+
+    def transformer(self) -> Generation | None:
+        """What the deployment's transformer replicas serve, when it has a transformer."""
+        folder = self.spec.transformer_dir
+        return transformer_generation(folder) if folder else None
 
     def start_replica(self, serves: Generation | None = None) -> Replica:
         kind = Replica
@@ -465,7 +494,7 @@ class Gateway:
         active = counts["ready"] + counts["starting"]
         if self.stopping.is_set():
             state = "stopped" if not self.replicas else "stopping"
-        elif counts["ready"]:
+        elif self.serving():
             state = "ready"
         elif self.failures:
             state = "failing"
@@ -515,14 +544,6 @@ class _Refused(Exception):
         self.message = message
 
 
-def tls_context(spec: DeploymentSpec) -> ssl.SSLContext | None:
-    if not spec.certfile:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(spec.certfile, spec.keyfile or None)
-    return context
-
-
 async def run(folder: Path) -> None:
     spec = DeploymentSpec.read(folder)
     private_sockets(folder)
@@ -538,7 +559,7 @@ async def run(folder: Path) -> None:
     gateway.port = int(server.sockets[0].getsockname()[1])
     grpc_server = None
     if spec.grpc_port is not None:
-        grpc_server, gateway.grpc_port = gateway_grpc.serve(gateway, _certificate(spec))
+        grpc_server, gateway.grpc_port = gateway_grpc.serve(gateway, certificate(spec))
         await grpc_server.start()
     (folder / PID).write_text(str(os.getpid()))
     loop = asyncio.get_running_loop()
@@ -555,16 +576,6 @@ async def run(folder: Path) -> None:
         await grpc_server.stop(grace=spec.drain_timeout_s)
     await control
     await gateway.shutdown()
-
-
-def _certificate(spec: DeploymentSpec) -> tuple[bytes, bytes] | None:
-    """(key, certificate chain) for gRPC over TLS; read once (a renewed certificate reaches
-    the gRPC port when the gateway restarts)."""
-    if not spec.certfile:
-        return None
-    chain = Path(spec.certfile).read_bytes()
-    key = Path(spec.keyfile).read_bytes() if spec.keyfile else chain
-    return key, chain
 
 
 def main() -> None:

@@ -119,6 +119,15 @@ def build_app(
     async def v1_explain(request: Request, p: dict[str, str]) -> Response:
         return await _v1_verb(plane, request, p["model"], "explain")
 
+    async def transform(request: Request, p: dict[str, str]) -> Response:
+        """A transformer replica's halves, called by its gateway (`gateway_transform`)."""
+        found = next((h for h in plane.handlers.values() if h.handler.role == "transformer"), None)
+        if found is None or p["half"] not in ("preprocess", "postprocess"):
+            raise InferenceError("no such endpoint", 404)
+        call = found.handler.preprocess if p["half"] == "preprocess" else found.handler.postprocess
+        headers = dict(request.headers.items())
+        return _answer(await found.run(call, await request.body(), headers))
+
     async def metrics(_r: Request, _p: dict[str, str]) -> Response:
         return Response(prometheus(plane), media_type=CONTENT_TYPE)
 
@@ -135,6 +144,7 @@ def build_app(
         Route("/v1/models/{model}:explain", handle(v1_explain), methods=["POST"]),
         Route("/v1/models/{model}", handle(v1_model)),
         Route("/v1/models", handle(v1_models)),
+        Route("/loom/transformer/{half:str}", handle(transform), methods=["POST"]),
         Route("/", handle(v1_alive)),
     ]
 

@@ -70,7 +70,8 @@ class SklearnRuntime:
         kind = datatype_of(np.asarray(classes)) if classes is not None else "FP64"
         self.outputs = [TensorSpec("predictions", kind, [-1])]
         if self.probabilities:
-            self.outputs.append(TensorSpec("probabilities", "FP64", [-1, len(classes or [])]))
+            count = len(classes) if classes is not None else -1
+            self.outputs.append(TensorSpec("probabilities", "FP64", [-1, count]))
 
     def infer(self, inputs: dict[str, np.ndarray[Any, Any]]) -> dict[str, np.ndarray[Any, Any]]:
         x = inputs[self.inputs[0].name]
