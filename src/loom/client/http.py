@@ -439,6 +439,13 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls):
         result: dict[str, Any] = self._request("POST", "/v1/deployments", json=body).json()
         return result
 
+    def create_graph(self, name: str, graph: dict[str, Any], **options: Any) -> dict[str, Any]:
+        """An inference graph of your deployments (KServe's InferenceGraph spec, or the whole
+        object); `options`: port, grpc_port, public. Shown and deleted as a deployment."""
+        body = {"name": name, "graph": graph, **options}
+        result: dict[str, Any] = self._request("POST", "/v1/graphs", json=body).json()
+        return result
+
     def deployments(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self._request("GET", "/v1/deployments").json()["deployments"]
         return found

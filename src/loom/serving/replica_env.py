@@ -33,6 +33,7 @@ EXPLAINERS = {"captum": "captum==0.9.0"}  # the built-in explainer's library
 FRAMEWORK: dict[str, str] = {"tensorflow": "tensorflow", "keras": "tensorflow"}
 PACKAGES: dict[str, tuple[str, ...]] = {
     "kserve": (KSERVE,),
+    "pyfunc": ("pandas",),  # MLflow's pyfunc imports it; mlflow-skinny does not bring it
     "sklearn": ("scikit-learn", "joblib"),
     "torch": ("torch",),
     "lightgbm": ("lightgbm",),

@@ -65,6 +65,9 @@ class DeploymentSpec:
     explainer: str = ""
     transformer_dir: str = ""
     environments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # an inference graph (`graphs.Graph.json`) and its steps' deployments' folders, by name
+    graph: dict[str, Any] | None = None
+    graph_members: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def read(cls, folder: Path) -> DeploymentSpec:
