@@ -154,7 +154,8 @@ class Gateway:
 
     async def respond(self, request: Message, trusted: bool = False) -> bytes:
         path = request.target.split("?", 1)[0]
-        if path not in HEALTH and not trusted:
+        health = path in HEALTH and (path != "/" or request.method == "GET")
+        if not health and not trusted:  # POST / is a graph's request, never a probe
             refused = self.access.refusal(request.header(b"authorization"))
             if refused is not None:
                 self.requests[401] = self.requests.get(401, 0) + 1
@@ -164,7 +165,7 @@ class Gateway:
             return encode_response(200, body, [(b"content-type", CONTENT_TYPE.encode())])
         if path == "/v2/health/live":
             return encode_response(200, b'{"live":true}', JSON)
-        if path == "/":  # KServe's V1 liveness
+        if path == "/" and health:  # KServe's V1 liveness
             return encode_response(200, b'{"status":"alive"}', JSON)
         if path == "/v2/health/ready":
             ready = self.serving() or self.spec.min_replicas == 0
