@@ -28,10 +28,12 @@ def sources() -> Sources:
     )
 
 
-def python_for(kind: str, requirements: list[str] | None = None) -> Path:
+def python_for(
+    kind: str, requirements: list[str] | None = None, explainer: str | None = None
+) -> Path:
     """The python of the environment a replica of this kind (with these requirements) runs
     in, built here if no run built it before."""
-    plan = replica_env.plan(Chosen("", kind), requirements or [])  # type: ignore[arg-type]
+    plan = replica_env.plan(Chosen("", kind), requirements or [], explainer=explainer)  # type: ignore[arg-type]
     section = sources().section(plan)
     assert section is not None, f"a {kind} model needs no environment"
     ready = builder.ensure(builder.Request.from_spec(section), lambda _: None, lambda _: None)

@@ -197,3 +197,39 @@ def test_an_mlflow_model_is_served_by_its_pyfunc_flavour(
         assert answer["outputs"][0]["data"] == model.predict(sample).tolist()
     finally:
         code_owner.delete_deployment("mlflow-sk")
+
+
+def test_the_built_in_explainer_attributes_each_pixel(
+    code_platform: Server, code_owner: LoomClient, tmp_path: Path
+) -> None:
+    """`explainer="captum"` on an ONNX deployment: `:explain` answers, per instance, the class
+    the model picks and one attribution per pixel, each what blanking that pixel takes off the
+    class's score (feature ablation, checked against ONNX Runtime for the strongest pixel)."""
+    import onnxruntime
+
+    from tests.serving.test_rest import digits_models
+
+    folder = tmp_path / "onnx"
+    digits_models(folder)
+    (folder / "model.pt").unlink()
+    found = deployed(code_owner, folder, "explained", explainer="captum")
+    try:
+        assert found["explainer"] == "captum"
+        images = np.random.default_rng(5).random((2, 1, 8, 8), dtype=np.float32)
+        url = f"{found['endpoint']}/v1/models/explained:explain"
+        answer = call(code_platform, url, {"instances": images.tolist()})
+        session = onnxruntime.InferenceSession(str(folder / "model.onnx"))
+        logits = session.run(None, {"image": images})[0]
+        assert answer["method"] == "captum.attr.FeatureAblation"
+        for image, scores, explained in zip(images, logits, answer["explanations"], strict=True):
+            target = int(scores.argmax())
+            assert explained["target"] == target
+            attributions = np.asarray(explained["attributions"])
+            assert attributions.shape == (1, 8, 8)
+            strongest = np.unravel_index(np.abs(attributions).argmax(), attributions.shape)
+            blanked = image.copy()
+            blanked[strongest] = 0.0
+            after = session.run(None, {"image": blanked[None]})[0][0, target]
+            assert attributions[strongest] == pytest.approx(scores[target] - after, abs=1e-4)
+    finally:
+        code_owner.delete_deployment("explained")

@@ -207,7 +207,7 @@ def build(request: Request, log: Say, progress: Say) -> None:
         _run(_venv_command(folder), request, keep)
         _layer(folder)
         _run(_install_command(request), request, keep)
-        _run(_compile_command(folder), request, keep)
+        _compile(folder, request, keep)
         _readable(folder)
     except BuildFailed:
         shutil.rmtree(folder, ignore_errors=True)
@@ -268,6 +268,18 @@ def _compile_command(folder: Path) -> list[str]:
     never the environment's, whose packages' `.pth` files would run their code as this user."""
     target = next((folder / "lib").glob("python3*/site-packages"))
     return [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0", str(target)]
+
+
+def _compile(folder: Path, request: Request, say: Say) -> None:
+    """Bytecode for what will be imported. A file that does not compile on this Python (torch
+    ships test files for newer ones) is left to fail where it is imported, if ever: the
+    environment is still good, as pip's own install would leave it."""
+    try:
+        _run(_compile_command(folder), request, say)
+    except BuildFailed as exc:
+        if request.cancel.is_set() or "Error compiling" not in exc.message:
+            raise
+        say("some files do not compile on this Python (left as source)")
 
 
 def _readable(folder: Path) -> None:

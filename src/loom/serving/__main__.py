@@ -19,6 +19,7 @@ import uvicorn
 from loom.serving import grpc_v2
 from loom.serving.dataplane import DataPlane
 from loom.serving.devices import DEVICES, NoDevice, describe
+from loom.serving.explainers import CaptumExplainer, ExplainError
 from loom.serving.formats import RUNTIME_NAMES
 from loom.serving.kserve_model import KServeModel, LoadFailed
 from loom.serving.rest import MAX_LINE, TOKEN_ENV, build_app, require_token
@@ -42,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
         "--runtime",
         choices=RUNTIME_NAMES,
         help="serve the folder with this runtime (default: the first of theirs that fits)",
+    )
+    parser.add_argument(
+        "--explainer", choices=("captum",), help="answer :explain with the built-in explainer"
     )
     # a deployment's transformer: a kserve.Model whose preprocess and postprocess run here
     parser.add_argument("--role", choices=("predictor", "transformer"), default="predictor",
@@ -87,6 +91,11 @@ def _prepare(args: argparse.Namespace, path: Path, name: str) -> tuple[DataPlane
     plane.add(
         name, args.version, runtime, max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
     )
+    if args.explainer:
+        try:
+            plane.models[name].explainer = CaptumExplainer(runtime)
+        except (ExplainError, ImportError) as exc:
+            raise SystemExit(f"cannot explain {name!r}: {exc}") from None
     return plane, None, describe(runtime.device)
 
 

@@ -64,8 +64,8 @@ def plan(
         for p in PACKAGES.get(kind, ())
         if not ({_name(p)} | SAME.get(_name(p), set())) & named and _name(p) not in provided()
     ]
-    if explainer is not None:
-        extra.append(EXPLAINERS[explainer])
+    if explainer is not None and _name(EXPLAINERS[explainer]) not in provided():
+        extra.append(EXPLAINERS[explainer])  # better in the platform's: loom-dl[explain]
     if kind == "pyfunc":  # MLflow's model loader, without its tracking server
         requirements = [_skinny(r) for r in requirements]
     return environments.plan(
