@@ -90,7 +90,7 @@ def _step(part: str) -> Any:
         if not part.endswith(")") and not every:
             raise BadCondition(f"a query is #(…) or #(…)#, got {part!r}")
         return _query(inner, every)
-    if part.startswith("@") or any(c in part for c in "*?|!{}[]"):
+    if part.startswith("@") or any(c in part for c in '*?|!{}[]=<>%"'):
         raise BadCondition(f"{part!r}: wildcards, modifiers and multipaths are not supported")
     key = part.replace("\\.", ".").replace("\\\\", "\\")
     return int(key) if key.isdigit() else key
