@@ -10,6 +10,7 @@ The same file runs under KServe's own server (`python predictor.py`), which is h
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,8 @@ class DigitsPredictor(Model):
         return [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
 
     def preprocess(self, payload: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
-        if isinstance(payload, InferRequest):
-            images, request_id = payload.inputs[0].as_numpy(), payload.id
+        if isinstance(payload, InferRequest):  # a response's id is a string, as KServe checks
+            images, request_id = payload.inputs[0].as_numpy(), payload.id or str(uuid.uuid4())
         elif isinstance(payload, dict) and isinstance(payload.get("instances"), list):
             images, request_id = np.asarray(payload["instances"], dtype=np.float32), None
         else:

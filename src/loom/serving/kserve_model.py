@@ -76,6 +76,7 @@ class KServeModel:
         self.kserve = _kserve()
         module = _import(folder, TRANSFORMER if role == "transformer" else PREDICTOR)
         self.model = _build(module, self.kserve.Model, name)
+        self.own_call = type(self.model).__call__ is not self.kserve.Model.__call__
 
     async def load(self) -> None:
         """`load()` once, unless the model made itself ready; it must end ready."""
@@ -114,15 +115,35 @@ class KServeModel:
         return await self._guarded(self._v2, body, headers)
 
     async def _v1(self, verb: str, body: bytes, headers: dict[str, str]) -> Answer:
-        payload = self._json(body)
-        kind = self.kserve_verb(verb)
-        response, extra = await self.model(payload, headers=headers, verb=kind)
+        response, extra = await self._call(self._json(body), headers, verb)
         return self._encode(response, extra)
 
     async def _v2(self, body: bytes, headers: dict[str, str]) -> Answer:
-        request = self._infer_request(body, headers)
-        response, extra = await self.model(request, headers=headers)
+        response, extra = await self._call(self._infer_request(body, headers), headers)
         return self._encode(response, extra)
+
+    async def _call(
+        self, payload: Any, headers: dict[str, str], verb: str = "predict"
+    ) -> tuple[Any, dict[str, str]]:
+        """The model's pipeline, as `kserve.Model.__call__` runs it: preprocess, validate,
+        predict or explain, postprocess, each awaited when it is a coroutine, the response
+        headers passed where the model asked for them. A model that overrides `__call__` is
+        called through it; otherwise the steps are run here, without KServe's per-step
+        Prometheus timers (the replica's own metrics time the request)."""
+        model = self.model
+        if self.own_call:
+            kind = self.kserve_verb(verb)
+            found: tuple[Any, dict[str, str]] = await model(payload, headers=headers, verb=kind)
+            return found
+        extra: dict[str, str] = {}
+        wants = bool(getattr(model, "required_response_headers", False))
+        data = model.validate(await _maybe(model.preprocess, payload, headers))
+        if verb == "explain":
+            result = await _maybe(model.explain, data, headers)
+        else:
+            result = await _maybe(model.predict, data, headers, *([extra] if wants else []))
+        result = await _maybe(model.postprocess, result, headers, *([extra] if wants else []))
+        return result, extra
 
     def kserve_verb(self, verb: str) -> Any:
         from kserve.model import InferenceVerb
@@ -180,10 +201,12 @@ class KServeModel:
                 f"Inference-Header-Content-Length must be the JSON header's size in bytes (at "
                 f"most {len(body)}), got {length[:40]!r}"
             )
-        header = body[: int(length)] if length is not None else body
-        _check_v2(header, self.kserve.errors.InvalidInput)
         size = int(length) if length is not None else len(body)
-        return self.kserve.InferRequest.from_bytes(body, size, self.name)
+        try:
+            return self.kserve.InferRequest.from_bytes(body, size, self.name)
+        except (KeyError, TypeError, AttributeError) as exc:  # what KServe's decoder assumed
+            _check_v2(body[:size], self.kserve.errors.InvalidInput)  # says which, as a 400
+            raise self.kserve.errors.InvalidInput(f"not a V2 request: {exc!r}") from exc
 
     def _encode(self, response: Any, extra: dict[str, str] | None) -> Answer:
         if isinstance(response, self.kserve.InferResponse):
