@@ -71,7 +71,11 @@ def _replicas(found: dict[str, Any]) -> str:
 
 def _print(found: dict[str, Any]) -> None:
     console.print(f"[bold]{found['name']}[/bold]: {found['state']}")
-    console.print(f"  model      {found['model']} version {found['model_version']}")
+    if found.get("kind") == "graph":
+        nodes = (found.get("graph") or {}).get("nodes", {})
+        console.print(f"  graph      nodes {', '.join(sorted(nodes))}")
+    else:
+        console.print(f"  model      {found['model']} version {found['model_version']}")
     if found.get("canary"):
         canary = found["canary"]
         console.print(
