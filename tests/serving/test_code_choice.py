@@ -63,6 +63,7 @@ def test_a_replicas_environment_holds_what_its_format_needs() -> None:
     """KServe for a predictor, TensorFlow for a SavedModel, the requirements' own pins first,
     mlflow as mlflow-skinny, nothing for what the platform has, none for ONNX."""
     assert replica_env.plan(Chosen("model.onnx", "onnx"), []) is None
+    assert replica_env.plan(Chosen("model.ubj", "xgboost"), ["mlflow==2.17.2"]) is None
     assert replica_env.plan(Chosen("model.pkl", "sklearn"), []) is None  # the platform's
     kserve = replica_env.plan(Chosen("predictor.py", "kserve"), ["requests==2.32.3"])
     assert kserve is not None and kserve.packages == ("kserve==0.21.0", "requests==2.32.3")

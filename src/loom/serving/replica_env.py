@@ -55,7 +55,10 @@ def plan(
     transformer: bool = False,
 ) -> environments.Plan | None:
     """The replica's environment; None when the platform's Python serves the model as it is.
-    A transformer's code always runs with KServe's package."""
+    A transformer's code always runs with KServe's package. A format Loom's own runtimes read
+    (ONNX, TorchScript, XGBoost) takes no requirements: its loader is the platform's."""
+    if not (chosen.runs_code or transformer):
+        requirements = []
     wanted = [*requirements, *pip]
     named = {_name(r) for r in wanted}
     kind = "kserve" if transformer else chosen.kind
