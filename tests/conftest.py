@@ -156,6 +156,8 @@ def package_sources() -> dict[str, str]:
         words = ",".join(value.strip().strip("'\"").split())
         if key.endswith(".extra-index-url") and words:
             settings["LOOM_ENVIRONMENTS_EXTRA_INDEX_URLS"] = words
+            # pip takes the best version from any of its indexes; uv, the first that has it
+            settings["LOOM_ENVIRONMENTS_INDEX_STRATEGY"] = "unsafe-best-match"
         if key.endswith(".find-links") and words:
             settings["LOOM_ENVIRONMENTS_FIND_LINKS"] = words
     return settings

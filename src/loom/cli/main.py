@@ -14,6 +14,7 @@ from loom.cli import (
     deployments,
     experiments,
     ffdl,
+    graphs,
     jobs,
     kubernetes,
     models,
@@ -84,6 +85,7 @@ app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
+app.add_typer(graphs.app, name="graphs")
 app.add_typer(experiments.app, name="experiments")
 app.add_typer(pipelines.app, name="pipelines")
 app.add_typer(kubernetes.app, name="kubernetes")

@@ -401,6 +401,14 @@ class Deployment(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     # serving security: a public deployment answers without a token
     public: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # serving code: the runtime asked for (None: chosen from the files), packages added to the
+    # replicas' environment, the built-in explainer, a transformer's code ({digest, files}),
+    # and for an inference graph its nodes (then it serves no model of its own)
+    runtime: Mapped[str | None] = mapped_column(String(30))
+    pip: Mapped[list[str] | None] = mapped_column(JSON)
+    explainer: Mapped[str | None] = mapped_column(String(30))
+    transformer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    graph: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class DeploymentKey(Base):
