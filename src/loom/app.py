@@ -16,5 +16,8 @@ from loom.settings import Settings
 
 
 def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastAPI:
-    """The platform's app: the core API with every dialect's routes beside it."""
-    return create_core_app(settings, launcher=launcher, extra_routers=dialects.routers())
+    """The platform's app: the core API with every dialect's routes beside it, and the pipeline
+    formats the dialects translate known to the pipelines service."""
+    app = create_core_app(settings, launcher=launcher, extra_routers=dialects.routers())
+    app.state.platform.pipelines.dialects = dialects.pipeline_dialects()
+    return app

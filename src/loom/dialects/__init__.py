@@ -15,9 +15,22 @@ routers. Dialects do not import each other.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: a job's KFP executor imports a dialect, not FastAPI
+    from fastapi import APIRouter
+
+    from loom.domain.pipeline_dialects import PipelineDialect
 
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
     return []
+
+
+def pipeline_dialects() -> list[PipelineDialect]:
+    """The foreign pipeline formats `loom pipelines run` and `POST /v1/pipelines/runs` take."""
+    from loom.dialects.argo.translate import ArgoDialect
+    from loom.dialects.kfp.translate import KfpDialect
+
+    return [KfpDialect(), ArgoDialect()]

@@ -56,6 +56,7 @@ def plan_for(manifest: Manifest, code: bytes | Path) -> environments.Plan | None
             provided=provided(),
             gpus=manifest.gpus,
             install_framework=wanted.install_framework if wanted else True,
+            no_deps=wanted.pip_no_deps if wanted else (),
         )
     except environments.EnvironmentProblem as exc:
         raise ManifestError(f"field `{exc.field}`: {exc.message}", field=exc.field) from exc
@@ -103,6 +104,7 @@ def spec_section(plan: environments.Plan | None, settings: Settings) -> dict[str
         "digest": plan.digest(sources),
         "root": str(settings.envs_dir),
         "packages": list(plan.packages),
+        "no_deps": list(plan.no_deps),
         "describe": plan.describe(),
         "index_url": settings.environments_index_url,
         "extra_index_urls": list(settings.environments_extra_index_urls),

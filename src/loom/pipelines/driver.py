@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import Conflict, InvalidInput, LoomError, NotFound, TooManyRequests
-from loom.domain.pipeline import MAX_ITEMS, PipelineSpec, Step
+from loom.domain.pipeline import MAX_ITEMS, OPAQUE, PipelineSpec, Step
 from loom.domain.pipeline_refs import UnresolvedReference, condition, render, walk
 from loom.domain.pipeline_states import (
     ACTIVE_RUN,
@@ -36,6 +36,7 @@ from loom.domain.pipeline_states import (
 from loom.lifecycle.ticker import RowDriver
 from loom.pipelines.records import RunRecords
 from loom.pipelines.steps import Finished, StepFailed, StepKinds
+from loom.pipelines.subruns import SubRuns
 from loom.store import jobs as job_rows
 from loom.store import pipelines as rows
 from loom.store.db import Database
@@ -76,6 +77,7 @@ class PipelineDriver(RowDriver):
         super().__init__("pipelines", db, interval_s, log)
         self.records = records
         self.kinds = kinds
+        self.subruns = SubRuns(db, records)
         self.before_pass: Callable[[], None] | None = None  # the schedules' firing
 
     def step(self) -> None:
@@ -140,6 +142,8 @@ class PipelineDriver(RowDriver):
             self._ended(view, step, task, finished)
 
     def _finished(self, view: View, step: Step, task: PipelineTask) -> Finished | None:
+        if step.kind == "pipeline":
+            return self.subruns.follow(task.ref)
         if step.kind == "experiment":
             return self.kinds.follow_experiment(view.run.owner_id, task.ref)
         if step.kind == "deploy":
@@ -184,6 +188,10 @@ class PipelineDriver(RowDriver):
             message = "halted before the deployment served the version"
             self._update(task, state=StepState.HALTED, message=message, finished_at=time.time())
             return
+        if step.kind == "pipeline":
+            why = task.message if task.message.startswith(TIMED_OUT) else "its parent was halted"
+            self.subruns.halt(task.ref, why)
+            return
         with contextlib.suppress(Conflict, NotFound):
             if step.kind == "experiment":
                 found = self.kinds.experiments.find(view.run.owner_id, task.ref)
@@ -210,7 +218,7 @@ class PipelineDriver(RowDriver):
                 continue
             if not set(step.needs) <= ended:
                 continue
-            missing = [n for n in step.needs if view.state(n) not in DONE]
+            missing = [n for n in step.needs if not _satisfies(step, view.run.steps[n])]
             if missing:
                 said = ", ".join(f"{n} ({view.state(n).value.lower()})" for n in missing)
                 self._set_step(view.run, step.name, StepState.SKIPPED, f"it needs {said}")
@@ -221,7 +229,7 @@ class PipelineDriver(RowDriver):
                     step.when, self._resolver(view, None), "when"
                 ):
                     why = f"when: `{step.when}` is false"
-                    self._set_step(view.run, step.name, StepState.SKIPPED, why)
+                    self._set_step(view.run, step.name, StepState.SKIPPED, why, "when")
                     ended.add(step.name)
                     continue
             except UnresolvedReference as exc:
@@ -296,7 +304,7 @@ class PipelineDriver(RowDriver):
     def _begin(self, view: View, step: Step, task: PipelineTask) -> None:
         resolve = self._resolver(view, task)
         try:
-            fields = render(step.fields, resolve)
+            fields = _rendered(step, resolve)
             if step.kind == "select":
                 self._done(
                     task, self.kinds.select(view.run.owner_id, fields, self._models(view, fields))
@@ -334,6 +342,8 @@ class PipelineDriver(RowDriver):
         self._submit(view, step, task)
 
     def _ref(self, view: View, step: Step, task: PipelineTask) -> str:
+        if step.kind == "pipeline":
+            return rows.new_run_id()
         if step.kind != "experiment":
             return job_rows.new_job_id()
         suffix = f"-{task.index}" if step.for_each is not None else ""
@@ -344,7 +354,12 @@ class PipelineDriver(RowDriver):
         crash: at most once)."""
         resolve = self._resolver(view, task)
         try:
-            fields = render(step.fields, resolve)
+            fields = _rendered(step, resolve)
+            if step.kind == "pipeline":
+                self.subruns.start(view.run, step, task.ref, fields.get("parameters") or {})
+                self._update(task, submitted_at=time.time(), message="")
+                self.wake()  # the sub-run is driven from the next pass
+                return
             credentials = self.records.credentials(view.run).get(step.name, {})
             if step.kind == "experiment":
                 owner = self._owner(view)
@@ -453,6 +468,12 @@ class PipelineDriver(RowDriver):
             run.finished_at = now
             failed = [s.name for s in view.spec.steps if run.steps[s.name]["state"] == "FAILED"]
             run.message = f"failed steps: {', '.join(failed)}" if failed else ""
+            if ended == RunState.SUCCEEDED and view.spec.outputs:
+                try:
+                    run.outputs = render(view.spec.outputs, self._resolver(view, None))
+                except UnresolvedReference as exc:
+                    ended = RunState.FAILED
+                    run.state, run.message = ended.value, f"outputs: {exc.message}"
         log.info("pipeline run %s (%s) ended: %s", view.run.id, view.run.pipeline, ended.value)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -467,6 +488,10 @@ class PipelineDriver(RowDriver):
                 if task is None:
                     raise UnresolvedReference(f"`${{{{ {path} }}}}`: no item here")
                 return walk(task.item, parts[1:], path)
+            if parts[2] == "state":
+                return view.state(parts[1]).value
+            if parts[2] == "message":
+                return str(view.run.steps[parts[1]].get("message") or "")
             return walk(view.outputs(parts[1]), parts[3:], path)
 
         return resolve
@@ -483,10 +508,12 @@ class PipelineDriver(RowDriver):
                 setattr(row, key, value)
                 setattr(task, key, value)
 
-    def _set_step(self, run: PipelineRun, name: str, state: StepState, message: str) -> None:
+    def _set_step(
+        self, run: PipelineRun, name: str, state: StepState, message: str, cause: str = ""
+    ) -> None:
         with self.db.session() as session:
             row = session.get_one(PipelineRun, run.id)
-            _step_entry(row, name, state, message, time.time())
+            _step_entry(row, name, state, message, time.time(), cause)
             if row.state == RunState.PENDING:
                 row.state = RunState.RUNNING.value
             run.steps = row.steps
@@ -498,8 +525,32 @@ def _fingerprint(view: View) -> tuple[Any, ...]:
     return view.run.state, steps, tasks
 
 
-def _step_entry(run: PipelineRun, name: str, state: StepState, message: str, now: float) -> None:
-    """Store a step's new state (a new mapping, so the JSON column sees the change)."""
+def _rendered(step: Step, resolve: Callable[[str], Any]) -> dict[str, Any]:
+    """The step's fields with their references resolved (a sub-pipeline's spec kept as it is:
+    its references are its own)."""
+    opaque = OPAQUE.get(step.kind)
+    return {
+        key: value if key == opaque else render(value, resolve)
+        for key, value in step.fields.items()
+    }
+
+
+def _satisfies(step: Step, need: dict[str, Any]) -> bool:
+    """Whether a need that has ended lets the step run, by the step's trigger: a skip counts
+    for `none_failed` only where a condition was false (not where a need failed)."""
+    state = StepState(need["state"])
+    if step.trigger == "all_done":
+        return True
+    if step.trigger == "none_failed" and state == StepState.SKIPPED:
+        return need.get("cause") == "when"
+    return state in DONE
+
+
+def _step_entry(
+    run: PipelineRun, name: str, state: StepState, message: str, now: float, cause: str = ""
+) -> None:
+    """Store a step's new state (a new mapping, so the JSON column sees the change); `cause`:
+    why a step was skipped (`when`: its condition was false)."""
     entry = dict(run.steps.get(name) or {})
     if state == StepState.RUNNING:
         entry["started_at"] = entry.get("started_at") or now
@@ -507,4 +558,8 @@ def _step_entry(run: PipelineRun, name: str, state: StepState, message: str, now
     elif state in ENDED_STEP:
         entry["finished_at"] = now
     entry["state"], entry["message"] = state.value, message
+    if cause:
+        entry["cause"] = cause
+    else:
+        entry.pop("cause", None)
     run.steps = {**run.steps, name: entry}
