@@ -25,7 +25,9 @@ if TYPE_CHECKING:  # imported where used: a job's KFP executor imports a dialect
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
-    return []
+    from loom.dialects.kfp import api_catalog, api_runs
+
+    return [api_catalog.router, api_runs.router]
 
 
 def pipeline_dialects() -> list[PipelineDialect]:

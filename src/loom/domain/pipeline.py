@@ -36,7 +36,7 @@ _COMMON = (
     *("name", "kind", "after", "when", "for_each", "parallelism", "retry", "timeout_s"),
     *("cache", "cache_max_age_s", "description", "trigger"),
 )
-_RESOURCES = ("cpus", "memory", "gpus", "env", "environment", "values")
+_RESOURCES = ("cpus", "memory", "gpus", "env", "environment", "values", "model_name")
 _FIELDS: dict[StepKind, tuple[str, ...]] = {
     "job": ("manifest", "manifest_file", "inputs"),
     "python": ("file", "script", "args", "inputs", *_RESOURCES),

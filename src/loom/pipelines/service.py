@@ -80,6 +80,12 @@ class Pipelines:
         """The pipeline (Loom's spec, or a foreign format a dialect translates), its spec and
         the run's parameters, refused with the field named."""
         documents = spec_checks.load_documents(text, "the pipeline", MAX_NODES)
+        return self.check_documents(documents, parameters, owner_id)
+
+    def check_documents(
+        self, documents: list[Any], parameters: dict[str, Any] | None, owner_id: str = ""
+    ) -> Checked:
+        """`check`, of documents already read (a foreign API's JSON body)."""
         dialect = next((d for d in self.dialects if d.recognises(documents)), None)
         if dialect is None:
             if len(documents) != 1 or not isinstance(documents[0], dict):

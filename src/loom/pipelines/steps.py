@@ -117,6 +117,8 @@ class StepKinds:
         }
         if fields.get("environment") is not None:  # checked with the manifest at submission
             made["environment"] = fields["environment"]
+        if fields.get("model_name") is not None:  # what its model is registered as
+            made["model_name"] = str(fields["model_name"])
         return made, code
 
     def _inputs(self, owner_id: str, inputs: Any) -> list[tuple[str, bytes]]:

@@ -80,6 +80,8 @@ def leaf_step(
     if any(p in word for word in [*command, *args] for p in _RUN_PLACEHOLDERS):
         values["run"] = "${{ run.id }}"
     step: dict[str, Any] = {"kind": "shell", "command": COMMAND, "values": values}
+    if any(t["schemaTitle"] == "system.Model" for t in values["outputs"]["artifacts"].values()):
+        step["model_name"] = f"{context.pipeline}-{task}"[:100]
     files = {name: ref for name, ref in values["artifacts"].items() if ref is not None}
     if files:
         step["inputs"] = files

@@ -108,10 +108,14 @@ class KfpDialect:
 
 
 def translate(
-    spec: dict[str, Any], platform: dict[str, Any], parameters: dict[str, Any] | None
+    spec: dict[str, Any],
+    platform: dict[str, Any],
+    parameters: dict[str, Any] | None,
+    require: bool = True,
 ) -> Translation:
     """The pipeline spec (and platform spec) as a Loom spec, with the run's parameters typed
-    as the pipeline declares them."""
+    as the pipeline declares them (`require`: each required one given, as a run needs; an
+    uploaded pipeline is checked without)."""
     info = spec.get("pipelineInfo") or {}
     pipeline = _pipeline_name(str(info.get("name") or "pipeline"))
     context = Context(spec, platform, pipeline)
@@ -121,7 +125,7 @@ def translate(
         raise ir.fail("root.dag", "a compiled pipeline's root is a DAG")
     scope = Scope("root", root)
     document = _dag(scope, context, pipeline, str(info.get("description") or ""))
-    defaults, values = _root_parameters(root, parameters, scope)
+    defaults, values = _root_parameters(root, parameters, scope, require)
     document["parameters"] = defaults
     _platform_left(platform, context)
     return Translation(document, values, tuple(context.warnings), DIALECT)
@@ -145,7 +149,7 @@ def _top_level(spec: dict[str, Any], context: Context) -> None:
 
 
 def _root_parameters(
-    root: dict[str, Any], given: dict[str, Any] | None, scope: Scope
+    root: dict[str, Any], given: dict[str, Any] | None, scope: Scope, require: bool
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The root's parameters with their defaults (typed), and the run's values (typed, each
     declared; a required one without a value refused)."""
@@ -172,7 +176,7 @@ def _root_parameters(
     for name, definition in definitions.items():
         loom_name = scope.inputs.of(name)
         missing = values.get(loom_name, defaults[loom_name]) is None
-        if missing and not definition.get("isOptional"):
+        if require and missing and not definition.get("isOptional"):
             raise ir.fail(f"parameters.{name}", "the pipeline needs a value for it (-p name=value)")
     return defaults, values or None
 
