@@ -7,7 +7,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 CHECKED := src tests bench examples tools
 
 .PHONY: demo test lint check-types unit bench-launch audit sandbox-tools postgres-tools \
-	browser-tools ui ui-if-node clean
+	browser-tools ui ui-if-node foreign-clients clean
 
 # The pip a venv starts with may be older than its security fixes (23.2.1: PYSEC-2023-228).
 $(BIN)/python:
@@ -60,6 +60,15 @@ browser-tools:
 		(apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null); \
 	else echo "chromium is not installed: install it (apt-get install chromium)"; exit 1; fi
 
+# Foreign clients the dialects' tests drive for real, each in a venv of its own (tests/venvs.py
+# makes the same one, with the same marker, when a test needs it and it is not there).
+.venvs/kfp/.installed:
+	$(PYTHON) -m venv --clear .venvs/kfp
+	.venvs/kfp/bin/python -m pip install -q --disable-pip-version-check kfp==2.17.3
+	printf 'kfp==2.17.3\n' > $@
+
+foreign-clients: .venvs/kfp/.installed
+
 demo: $(VENV)/.demo-installed sandbox-tools ui-if-node
 	$(BIN)/python examples/demo.py
 
@@ -76,7 +85,7 @@ unit: $(VENV)/.test-installed
 
 # Everything on SQLite, then the API, store, lifecycle, TDS and pipelines tests, and the
 # experiments' crash, halt and parallelism tests, again on PostgreSQL.
-test: lint check-types sandbox-tools postgres-tools browser-tools ui
+test: lint check-types sandbox-tools postgres-tools browser-tools ui foreign-clients
 	cd ui && npm test --silent
 	$(BIN)/pytest --durations=15
 	LOOM_TEST_DB=postgres $(BIN)/pytest -m "not postgres" tests/api tests/store tests/lifecycle tests/tds \

@@ -63,6 +63,7 @@ class Task:
         self.parameters = self._parameters()
         self.inputs = self._input_artifacts()
         self.outputs = self._output_artifacts()
+        (scratch / "parameters").mkdir(exist_ok=True)  # a container writes its files there
         self.output_files = {
             name: str(scratch / "parameters" / name) for name in values["outputs"]["parameters"]
         }

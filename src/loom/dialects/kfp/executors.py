@@ -18,7 +18,8 @@ from loom.dialects.kfp import ir
 from loom.domain.manifest import RESERVED_ENV
 
 if TYPE_CHECKING:
-    from loom.dialects.kfp.translate import Bindings, Context
+    from loom.dialects.kfp.bindings import Bindings
+    from loom.dialects.kfp.scope import Context
 
 COMMAND = "python -m loom.dialects.kfp.executor"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -13,82 +13,30 @@ refused naming the task and field; what it approximates is said in the warnings.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from loom.dialects.kfp import ir
+from loom.dialects.kfp.bindings import (
+    Bindings,
+    declared,
+    input_value,
+    literal,
+    output,
+    output_key,
+    ref,
+    task_inputs,
+    unref,
+)
 from loom.dialects.kfp.executors import leaf_step
-from loom.domain.pipeline import NAME, STEP_NAME
+from loom.dialects.kfp.scope import Context, Scope
+from loom.domain.pipeline import NAME
 from loom.domain.pipeline_dialects import Lookup, Translation
 
 DIALECT = "kfp"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
-
-
-@dataclass
-class Names:
-    """Loom names for the IR's (a step's is a letter, then letters, digits, `-` and `_`, at
-    most 63): the same IR name always gets the same Loom name, and two never share one."""
-
-    given: dict[str, str] = field(default_factory=dict)
-
-    def of(self, name: str) -> str:
-        if name not in self.given:
-            self.given[name] = self._fresh(name)
-        return self.given[name]
-
-    def _fresh(self, name: str) -> str:
-        clean = _UNSAFE.sub("-", name).strip("-") or "task"
-        if not clean[0].isalpha():
-            clean = f"t-{clean}"
-        if STEP_NAME.fullmatch(clean) and clean not in self.given.values():
-            return clean
-        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-        return f"{clean[:54]}-{digest}"
-
-
-@dataclass
-class Scope:
-    """One DAG being translated: where it is in the IR, its inputs' Loom names, and how each
-    of its tasks is known (a step's name, or an importer's constant artifact)."""
-
-    where: str
-    component: dict[str, Any]
-    inputs: Names = field(default_factory=Names)
-    steps: Names = field(default_factory=Names)
-    kinds: dict[str, str] = field(default_factory=dict)  # task → executor | dag | importer
-    imported: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-
-@dataclass
-class Context:
-    """What the whole translation shares: the IR's parts and the warnings said so far."""
-
-    spec: dict[str, Any]
-    platform: dict[str, Any]
-    pipeline: str
-    warnings: list[str] = field(default_factory=list)
-
-    def component(self, name: str, where: str) -> dict[str, Any]:
-        found = (self.spec.get("components") or {}).get(name)
-        if not isinstance(found, dict):
-            raise ir.fail(where, f"names component {name!r}, which the pipeline does not have")
-        return found
-
-    def executor(self, label: str, where: str) -> dict[str, Any]:
-        executors = (self.spec.get("deploymentSpec") or {}).get("executors") or {}
-        found = executors.get(label)
-        if not isinstance(found, dict):
-            raise ir.fail(where, f"names executor {label!r}, which deploymentSpec does not have")
-        return found
-
-    def warn(self, message: str) -> None:
-        if message not in self.warnings:
-            self.warnings.append(message)
 
 
 class KfpDialect:
@@ -238,14 +186,14 @@ def _task(name: str, task: dict[str, Any], scope: Scope, context: Context) -> di
     _known_task_fields(task, where, context)
     component = context.component(_component_ref(task, where), f"{where}.componentRef.name")
     step: dict[str, Any] = {"name": scope.steps.of(name)}
-    bindings = _bindings(task, component, scope, context, where)
+    given = task_inputs(task, component, scope, context, where)
     if scope.kinds[name] == "dag":
-        step |= _dag_step(name, task, component, bindings, scope, context, where)
+        step |= _dag_step(name, task, component, given, scope, context, where)
     else:
         label = str(component["executorLabel"])
         executor = context.executor(label, f"{where}.componentRef")
         step |= leaf_step(
-            name, label, executor, component, bindings, context, f"deploymentSpec.executors.{label}"
+            name, label, executor, component, given, context, f"deploymentSpec.executors.{label}"
         )
     after = [
         scope.steps.of(str(t))
@@ -300,7 +248,7 @@ def _policies(
     if trigger.get("condition"):
         step["when"] = ir.condition(
             str(trigger["condition"]),
-            lambda name: _literal(_input_value(task, name, scope, where)),
+            lambda name: literal(input_value(task, name, scope, where)),
             f"{where}.triggerPolicy.condition",
         )
 
@@ -323,157 +271,27 @@ def _retry(policy: dict[str, Any], where: str) -> dict[str, Any]:
     return retry
 
 
-# -- a task's inputs ---------------------------------------------------------------------------
-@dataclass
-class Bindings:
-    """A task's inputs as Loom values: a reference string (`${{ … }}`), or a constant."""
-
-    parameters: dict[str, Any] = field(default_factory=dict)
-    artifacts: dict[str, Any] = field(default_factory=dict)  # lists of artifact descriptors
-
-
-def _bindings(
-    task: dict[str, Any],
-    component: dict[str, Any],
-    scope: Scope,
-    context: Context,
-    where: str,
-) -> Bindings:
-    inputs = task.get("inputs") or {}
-    found = Bindings()
-    for name, spec in (inputs.get("parameters") or {}).items():
-        value = _parameter(spec, scope, f"{where}.inputs.parameters.{name}")
-        if value is not _MISSING:
-            found.parameters[name] = value
-    for name, spec in (inputs.get("artifacts") or {}).items():
-        value = _artifact(spec, scope, f"{where}.inputs.artifacts.{name}")
-        if value is not _MISSING:
-            found.artifacts[name] = value
-    return found
-
-
-_MISSING = object()
-
-
-def _parameter(spec: dict[str, Any], scope: Scope, where: str) -> Any:
-    """One parameter input as a Loom value (a reference or a constant)."""
-    if "runtimeValue" in spec:
-        return (spec["runtimeValue"] or {}).get("constant")
-    if "componentInputParameter" in spec:
-        name = str(spec["componentInputParameter"])
-        if name not in _declared(scope):
-            return _MISSING  # the SDK passes some loop variables it never uses: nothing to bind
-        value: Any = _ref(f"parameters.{scope.inputs.of(name)}")
-    elif "taskOutputParameter" in spec:
-        out = spec["taskOutputParameter"] or {}
-        value = _output(
-            str(out.get("producerTask")), str(out.get("outputParameterKey")), False, scope, where
-        )
-    elif "taskFinalStatus" in spec:
-        producer = str((spec["taskFinalStatus"] or {}).get("producerTask"))
-        if producer not in scope.kinds:
-            raise ir.fail(f"{where}.taskFinalStatus", f"no task {producer!r} here")
-        step = scope.steps.of(producer)
-        return {
-            "state": _ref(f"steps.{step}.state"),
-            "pipelineJobResourceName": _ref("run.id"),
-            "pipelineTaskName": producer,
-            "error": {"message": _ref(f"steps.{step}.message")},
-        }
-    else:
-        raise ir.fail(where, "an input from a constant, a pipeline input or a task's output")
-    selector = spec.get("parameterExpressionSelector")
-    if selector:
-        keys = ir.selector(str(selector), f"{where}.parameterExpressionSelector")
-        value = _ref(_unref(value) + "".join(f".{k}" for k in keys))
-    return value
-
-
-def _artifact(spec: dict[str, Any], scope: Scope, where: str) -> Any:
-    """One artifact input: a reference to a list of artifact descriptors, or a constant one."""
-    if "componentInputArtifact" in spec:
-        name = str(spec["componentInputArtifact"])
-        if name not in _declared(scope):
-            return _MISSING
-        return _ref(f"parameters.{scope.inputs.of(name)}")
-    if "taskOutputArtifact" in spec:
-        out = spec["taskOutputArtifact"] or {}
-        return _output(
-            str(out.get("producerTask")), str(out.get("outputArtifactKey")), True, scope, where
-        )
-    raise ir.fail(where, "an artifact input from a task's output or a pipeline input")
-
-
-def _declared(scope: Scope) -> set[str]:
-    definitions = scope.component.get("inputDefinitions") or {}
-    return {*(definitions.get("parameters") or {}), *(definitions.get("artifacts") or {})}
-
-
-def _output(producer: str, key: str, artifact: bool, scope: Scope, where: str) -> Any:
-    """A reference to what a task of this DAG gives (an importer's: its constant artifact)."""
-    kind = scope.kinds.get(producer)
-    if kind is None:
-        raise ir.fail(where, f"names task {producer!r}, which this DAG does not have")
-    if kind == "importer":
-        return scope.imported[producer]
-    step = scope.steps.of(producer)
-    if kind == "dag":
-        return _ref(f"steps.{step}.outputs.{_key(key, where)}")
-    section = "artifacts" if artifact else "parameters"
-    return _ref(f"steps.{step}.outputs.values.{section}.{_key(key, where)}")
-
-
-def _key(key: str, where: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", key):
-        raise ir.fail(where, f"an output named {key!r}: Loom's names are letters, digits, - and _")
-    return key
-
-
-def _ref(path: str) -> str:
-    return f"${{{{ {path} }}}}"
-
-
-def _unref(reference: str) -> str:
-    """The path of a reference `_ref` wrote."""
-    return reference[3:-2].strip()
-
-
-def _input_value(task: dict[str, Any], name: str, scope: Scope, where: str) -> Any:
-    spec = ((task.get("inputs") or {}).get("parameters") or {}).get(name)
-    if not isinstance(spec, dict):
-        raise ir.fail(f"{where}.triggerPolicy.condition", f"uses input {name!r}, not given")
-    value = _parameter(spec, scope, f"{where}.inputs.parameters.{name}")
-    return None if value is _MISSING else value
-
-
-def _literal(value: Any) -> str:
-    """A value written into a condition: a reference as it is, a constant as a literal."""
-    if isinstance(value, str) and value.startswith("${{"):
-        return value
-    return repr(value)
-
-
 # -- a task that runs a DAG --------------------------------------------------------------------
 def _dag_step(
     name: str,
     task: dict[str, Any],
     component: dict[str, Any],
-    bindings: Bindings,
+    bound: Bindings,
     scope: Scope,
     context: Context,
     where: str,
 ) -> dict[str, Any]:
     """A `pipeline` step holding the component's DAG; a loop is one sub-run per item."""
-    ref = _component_ref(task, where)
-    inner = Scope(f"components.{ref}", component)
-    for input_name in _declared(inner):
+    component_name = _component_ref(task, where)
+    inner = Scope(f"components.{component_name}", component)
+    for input_name in declared(inner):
         inner.inputs.of(input_name)
     document = _dag(inner, context, _pipeline_name(name)[:100])
-    document["parameters"] = {inner.inputs.of(n): None for n in sorted(_declared(inner))}
+    document["parameters"] = {inner.inputs.of(n): None for n in sorted(declared(inner))}
     given = {
         inner.inputs.of(n): v
-        for n, v in {**bindings.parameters, **bindings.artifacts}.items()
-        if n in _declared(inner)
+        for n, v in {**bound.parameters, **bound.artifacts}.items()
+        if n in declared(inner)
     }
     step: dict[str, Any] = {"kind": "pipeline", "pipeline": document, "parameters": given}
     iterator = task.get("parameterIterator")
@@ -484,19 +302,19 @@ def _dag_step(
             step["for_each"] = _raw_items(items["raw"], f"{at}.items.raw")
         elif "inputParameter" in items:
             source = str(items["inputParameter"])
-            if source not in bindings.parameters:
+            if source not in bound.parameters:
                 raise ir.fail(
                     f"{at}.items.inputParameter",
                     f"the loop's input {source!r} is not given to it here ({scope.where} has no "
                     "such input: the DAG the SDK wrote cannot run on KFP either)",
                 )
-            step["for_each"] = bindings.parameters[source]
+            step["for_each"] = bound.parameters[source]
         else:
             raise ir.fail(f"{at}.items", "a loop over `raw` items or an input parameter")
         item_input = str(iterator.get("itemInput") or "")
-        if item_input not in _declared(inner):
+        if item_input not in declared(inner):
             raise ir.fail(f"{at}.itemInput", f"{item_input!r} is not an input of the loop")
-        given[inner.inputs.of(item_input)] = _ref("item")
+        given[inner.inputs.of(item_input)] = ref("item")
         limit = (task.get("iteratorPolicy") or {}).get("parallelismLimit")
         if limit:
             step["parallelism"] = int(limit)
@@ -524,9 +342,9 @@ def _dag_outputs(dag: dict[str, Any], scope: Scope) -> dict[str, Any]:
             selectors = [spec["valueFromParameter"]]
         else:
             selectors = (spec.get("valueFromOneof") or {}).get("parameterSelectors") or []
-        found[_key(name, at)] = _first_of(
+        found[output_key(name, at)] = _first_of(
             [
-                _output(
+                output(
                     str(s.get("producerSubtask")),
                     str(s.get("outputParameterKey")),
                     False,
@@ -540,11 +358,11 @@ def _dag_outputs(dag: dict[str, Any], scope: Scope) -> dict[str, Any]:
     for name, spec in (outputs.get("artifacts") or {}).items():
         at = f"{where}.artifacts.{name}"
         selectors = spec.get("artifactSelectors") or []
-        if _key(name, at) in found:
+        if output_key(name, at) in found:
             raise ir.fail(at, "a DAG output parameter has the same name")
         found[name] = _first_of(
             [
-                _output(
+                output(
                     str(s.get("producerSubtask")), str(s.get("outputArtifactKey")), True, scope, at
                 )
                 for s in selectors
@@ -559,7 +377,7 @@ def _first_of(values: list[Any], where: str) -> Any:
         raise ir.fail(where, "an output that names no task")
     if len(values) == 1 or not all(isinstance(v, str) for v in values):
         return values[0]
-    return _ref(" || ".join(_unref(v) for v in values))
+    return ref(" || ".join(unref(v) for v in values))
 
 
 # -- importers ---------------------------------------------------------------------------------
