@@ -26,7 +26,9 @@ def make_data(n: int, data: Output[Dataset]) -> list:
 
 
 @dsl.component
-def train(data: Input[Dataset], scale: float, model: Output[Model], metrics: Output[Metrics]) -> float:
+def train(
+    data: Input[Dataset], scale: float, model: Output[Model], metrics: Output[Metrics]
+) -> float:
     rows = open(data.path).read().split(",")
     assert data.metadata["rows"] == len(rows), data.metadata
     with open(model.path, "w") as f:
@@ -110,7 +112,9 @@ def pipeline(text: str = "hello"):
     task = write(text=text)
     task.set_cpu_limit("500m").set_memory_limit("512Mi").set_env_variable("GREETING", "hi")
     task.set_accelerator_type("nvidia.com/gpu").set_accelerator_limit(1)
-    task.set_retry(num_retries=3, backoff_duration="2s", backoff_factor=3, backoff_max_duration="10s")
+    task.set_retry(
+        num_retries=3, backoff_duration="2s", backoff_factor=3, backoff_max_duration="10s"
+    )
     task.set_caching_options(False)
 """
 
@@ -176,7 +180,7 @@ def compile_all(sources: dict[str, str], folder: Path) -> dict[str, str]:
 
 def chain(length: int) -> str:
     """A pipeline of `length` lightweight steps, each adding one to the last one's output."""
-    calls = "\n".join(f"    x = add_one(x=x.output)" for _ in range(length - 1))
+    calls = "\n".join("    x = add_one(x=x.output)" for _ in range(length - 1))
     return f"""
 from kfp import dsl
 

@@ -128,12 +128,13 @@ CATALOG = """
 from kfp_server_api.exceptions import ApiException
 package, refused = args
 pipeline = client.upload_pipeline(package, pipeline_name="container")
-client.upload_pipeline_version(package, pipeline_version_name="v2", pipeline_id=pipeline.pipeline_id)
-versions = client.list_pipeline_versions(pipeline.pipeline_id, sort_by="created_at desc")
-spec = client.get_pipeline_version(pipeline.pipeline_id, versions.pipeline_versions[0].pipeline_version_id)
+pid = pipeline.pipeline_id
+client.upload_pipeline_version(package, pipeline_version_name="v2", pipeline_id=pid)
+versions = client.list_pipeline_versions(pid, sort_by="created_at desc")
+vid = versions.pipeline_versions[0].pipeline_version_id
+spec = client.get_pipeline_version(pid, vid)
 experiment = client.create_experiment("nightly")
-runs = [client.run_pipeline(experiment.experiment_id, f"r{i}", pipeline_id=pipeline.pipeline_id,
-                            version_id=versions.pipeline_versions[0].pipeline_version_id,
+runs = [client.run_pipeline(experiment.experiment_id, f"r{i}", pipeline_id=pid, version_id=vid,
                             params={"text": f"hi {i}"}) for i in range(2)]
 done = [client.wait_for_run_completion(r.run_id, timeout=300, sleep_duration=1).state for r in runs]
 page = client.list_runs(experiment_id=experiment.experiment_id, page_size=1, sort_by="display_name")
@@ -142,8 +143,8 @@ rest = client.list_runs(experiment_id=experiment.experiment_id, page_size=1, sor
 named = client.list_runs(filter=json.dumps({"predicates": [
     {"operation": 1, "key": "display_name", "stringValue": "r1"}]}))
 recurring = client.create_recurring_run(experiment.experiment_id, "every-night",
-                                        cron_expression="0 0 3 * * *", pipeline_id=pipeline.pipeline_id,
-                                        version_id=versions.pipeline_versions[0].pipeline_version_id)
+                                        cron_expression="0 0 3 * * *", pipeline_id=pid,
+                                        version_id=vid)
 client.disable_recurring_run(recurring.recurring_run_id)
 disabled = client.get_recurring_run(recurring.recurring_run_id).status
 try:
