@@ -47,7 +47,7 @@ _FIELDS: dict[StepKind, tuple[str, ...]] = {
     "pipeline": ("pipeline", "parameters"),
 }
 OPAQUE = {"pipeline": "pipeline"}  # a kind's field whose references are not the step's own
-_TOP = ("name", "description", "parameters", "steps", "on_exit", "outputs")
+_TOP = ("name", "description", "parameters", "steps", "on_exit", "outputs", "timeout_s")
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,7 @@ class PipelineSpec:
     on_exit: str | None = None
     warnings: tuple[str, ...] = ()
     outputs: dict[str, Any] = field(default_factory=dict)  # as written, references unresolved
+    timeout_s: float | None = None  # the whole run's: halted and failed past it
 
     def step(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
@@ -168,6 +169,7 @@ def _spec(document: dict[str, Any], depth: int) -> PipelineSpec:
         steps=steps,
         on_exit=on_exit,
         outputs=_outputs(document.get("outputs"), names, parameters),
+        timeout_s=_seconds(document.get("timeout_s"), "timeout_s"),
     )
 
 

@@ -21,7 +21,7 @@ from loom.domain.errors import ManifestError
 
 REFERENCE = re.compile(r"\$\{\{\s*([^{}]*?)\s*\}\}")
 ROOTS = ("parameters", "item", "run", "steps")
-RUN_KEYS = ("id", "name")
+RUN_KEYS = ("id", "name", "state")  # state: how the run's steps (its exit handler's aside) end
 STEP_FACTS = ("state", "message")  # `steps.NAME.state`: how a step ended, and why
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 

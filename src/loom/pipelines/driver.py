@@ -119,6 +119,7 @@ class PipelineDriver(RowDriver):
 
     # -- running tasks -----------------------------------------------------------------------
     def _follow(self, view: View) -> None:
+        self._deadline(view)
         halted = view.run.state == RunState.HALTED
         for task in view.tasks:
             if task.state != StepState.RUNNING:
@@ -140,6 +141,20 @@ class PipelineDriver(RowDriver):
                     self._halt(view, task)
                 continue
             self._ended(view, step, task, finished)
+
+    def _deadline(self, view: View) -> None:
+        """A run past its `timeout_s` is halted (its steps' jobs too), then ends FAILED."""
+        limit = view.spec.timeout_s
+        if limit is None or view.run.state not in ACTIVE_RUN:
+            return
+        if time.time() - view.run.created_at <= limit:
+            return
+        with self.db.session() as session:
+            row = session.get_one(PipelineRun, view.run.id)
+            if row.state in ACTIVE_RUN:
+                row.state = RunState.HALTED.value
+                row.message = f"{TIMED_OUT} after {limit:g} s"
+            view.run.state, view.run.message = row.state, row.message
 
     def _finished(self, view: View, step: Step, task: PipelineTask) -> Finished | None:
         if step.kind == "pipeline":
@@ -460,6 +475,8 @@ class PipelineDriver(RowDriver):
             if run.state == RunState.HALTED:
                 if not running and run.finished_at is None:
                     run.finished_at = now
+                    if run.message.startswith(TIMED_OUT):  # its deadline, not a request
+                        run.state = RunState.FAILED.value
                 return
             ended = run_state(states)
             if ended is None or run.state not in ACTIVE_RUN:
@@ -483,6 +500,8 @@ class PipelineDriver(RowDriver):
             if parts[0] == "parameters":
                 return walk(view.run.parameters, parts[1:], path)
             if parts[0] == "run":
+                if parts[1] == "state":
+                    return _ending(view)
                 return {"id": view.run.id, "name": view.run.pipeline}[parts[1]]
             if parts[0] == "item":
                 if task is None:
@@ -517,6 +536,14 @@ class PipelineDriver(RowDriver):
             if row.state == RunState.PENDING:
                 row.state = RunState.RUNNING.value
             run.steps = row.steps
+
+
+def _ending(view: View) -> str:
+    """The state the run's steps (its exit handler aside) come to, or the run's own until
+    they have all ended."""
+    states = [view.state(s.name) for s in view.spec.steps if not s.exit_handler]
+    ended = run_state(states)
+    return ended.value if ended is not None else view.run.state
 
 
 def _fingerprint(view: View) -> tuple[Any, ...]:

@@ -13,10 +13,12 @@ import math
 import re
 import shlex
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+from loom.domain import quantities
 from loom.domain.errors import ManifestError
 
+T = TypeVar("T")
 PARAMETER_TYPES = (
     *("NUMBER_INTEGER", "NUMBER_DOUBLE", "STRING", "BOOLEAN", "LIST", "STRUCT"),
     "TASK_FINAL_STATUS",
@@ -122,40 +124,28 @@ _COERCE: dict[str, Callable[[Any], Any]] = {
     "TASK_FINAL_STATUS": _json(dict),
 }
 
+
 # -- quantities --------------------------------------------------------------------------------
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*s\s*$")
-_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTPE]i?|k|m)?\s*$")
-_MEMORY_UNITS = {
-    **{"": "b", "k": "KB", "K": "KB", "M": "MB", "G": "GB", "T": "TB"},
-    **{"Ki": "KiB", "Mi": "MiB", "Gi": "GiB", "Ti": "TiB"},
-}
-
-
 def seconds(value: Any, where: str) -> float:
     """A protobuf Duration as the IR writes it (`"1s"`, `"0.5s"`, `"3600s"`)."""
-    match = _DURATION.match(value) if isinstance(value, str) else None
-    if match is None:
-        raise fail(where, f"a duration in seconds such as '30s' is expected, got {value!r}")
-    return float(match.group(1))
+    return _read(quantities.duration, value, where)
 
 
 def memory(value: Any, where: str) -> str:
     """A Kubernetes memory quantity (`512M`, `1Gi`) in Loom's units (`512MB`, `1GiB`)."""
-    match = _QUANTITY.match(str(value)) if isinstance(value, str | int | float) else None
-    if match is None or match.group(2) not in _MEMORY_UNITS:
-        raise fail(where, f"a memory quantity such as 512M or 2Gi is expected, got {value!r}")
-    return f"{match.group(1)}{_MEMORY_UNITS[match.group(2) or '']}"
+    return _read(quantities.memory, value, where)
 
 
 def cpus(value: Any, where: str) -> float:
     """A Kubernetes CPU quantity (`500m`, `2`) as a number of CPUs."""
-    match = _QUANTITY.match(str(value)) if isinstance(value, str | int | float) else None
-    if match is None or match.group(2) not in (None, "m"):
-        raise fail(where, f"a CPU quantity such as 500m or 2 is expected, got {value!r}")
-    number = float(match.group(1)) / (1000 if match.group(2) == "m" else 1)
-    if number <= 0:
-        raise fail(where, f"more than 0 CPUs is expected, got {value!r}")
-    return number
+    return _read(quantities.cpus, value, where)
+
+
+def _read(reader: Callable[[Any], T], value: Any, where: str) -> T:
+    try:
+        return reader(value)
+    except ValueError as exc:
+        raise fail(where, str(exc)) from None
 
 
 # -- the lightweight component's preamble ------------------------------------------------------
