@@ -149,7 +149,9 @@ def _name_all(items: list[Any], scope: Scope, where: str, library: tp.Library, h
             raise fail(f"{at}.name", f"{name!r} is the name of another task here")
         scope.steps[name] = tp.step_name(name, taken)
         template_name, template_home = _target(item, at)
-        kind = tp.kind_of(library.template(template_name, template_home or home, at), at)
+        place = template_home or home
+        named = f"{place}.templates.{template_name}" if place else f"templates.{template_name}"
+        kind = tp.kind_of(library.template(template_name, place, at), named)
         if kind in ("dag", "steps"):
             scope.subs.add(name)
         if any(k in item for k in ("withItems", "withParam", "withSequence")):

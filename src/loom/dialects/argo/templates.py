@@ -78,17 +78,18 @@ class Library:
 
 
 def kind_of(template: dict[str, Any], where: str) -> str:
-    for kind in (*_LEAF, *_BODY):
-        if kind in template:
-            return kind
     for kind in _REFUSED_KINDS:
         if kind in template:
             raise fail(
                 f"{where}.{kind}",
-                f"a {kind} template is not run by Loom (it runs "
-                "container, script, dag and steps templates)",
+                f"a {kind} template is not run by Loom (it runs container, script, dag and "
+                "steps templates)",
             )
-    raise fail(where, "a template needs a container, script, dag or steps")
+    kinds = [kind for kind in (*_LEAF, *_BODY) if kind in template]
+    if len(kinds) != 1:
+        said = " and ".join(kinds) if kinds else "none"
+        raise fail(where, f"a template has one of container, script, dag or steps (it has {said})")
+    return kinds[0]
 
 
 def step_name(name: str, taken: set[str]) -> str:
@@ -163,6 +164,7 @@ def artifacts(
         entry: dict[str, Any] = {"name": name, "path": declared.get("path")}
         source = given[name][1] if name in given else declared
         there = f"{where}.arguments.artifacts[{given[name][0]}]" if name in given else spot
+        _artifact_location(declared, spot)
         _artifact_location(source, there)
         if "raw" in source:
             entry["raw"] = ex.expand(

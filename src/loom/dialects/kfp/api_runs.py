@@ -166,7 +166,7 @@ def list_runs(
     """Your runs (those started through Loom's own API too), without their task details."""
     kept = objects(platform, user)
     found = []
-    for run in platform.pipelines.listing(user.id):
+    for run in reversed(platform.pipelines.listing(user.id)):  # oldest first, as listing takes them
         shape = shapes.run(_loom_run(platform, run), _kept(kept, run), None)
         if experiment_id and shape["experiment_id"] != experiment_id:
             continue

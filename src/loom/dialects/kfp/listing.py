@@ -146,14 +146,19 @@ def _passes(found: dict[str, Any], predicates: list[tuple[str, str, Any]]) -> bo
 def _sorted(
     objects: list[dict[str, Any]], sort_by: str | None, keys: tuple[str, ...]
 ) -> list[dict[str, Any]]:
-    """By `key [desc]` ("created_at desc"); newest first when not said."""
-    if not sort_by:
-        return sorted(objects, key=lambda o: str(o.get("created_at") or ""), reverse=True)
-    words = sort_by.replace(",", " ").split()
-    key = _KEYS.get(words[0], words[0])
-    if key not in keys:
-        raise InvalidInput(
-            f"sort_by: {words[0]!r} is not one of {', '.join(keys)}", field="sort_by"
-        )
-    descending = len(words) > 1 and words[1].lower() == "desc"
-    return sorted(objects, key=lambda o: str(o.get(key) or ""), reverse=descending)
+    """By `key [desc]` ("created_at desc"); newest first when not said. The objects come
+    oldest first: among equal keys (times are to the second) their order decides, reversed
+    with the rest."""
+    key, descending = "created_at", True
+    if sort_by:
+        words = sort_by.replace(",", " ").split()
+        key = _KEYS.get(words[0], words[0])
+        if key not in keys:
+            raise InvalidInput(
+                f"sort_by: {words[0]!r} is not one of {', '.join(keys)}", field="sort_by"
+            )
+        descending = len(words) > 1 and words[1].lower() == "desc"
+    ranked = sorted(
+        enumerate(objects), key=lambda p: (str(p[1].get(key) or ""), p[0]), reverse=descending
+    )
+    return [found for _, found in ranked]
