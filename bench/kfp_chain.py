@@ -30,15 +30,16 @@ sys.path.insert(0, str(ROOT))
 
 from ingest import start_loom  # noqa: E402
 from peers import table  # noqa: E402
-from pipelines import _seconds, _union  # noqa: E402
-
-from loom.client import LoomClient  # noqa: E402
 from tests.conftest import package_sources  # noqa: E402
 from tests.dialects.kfp.pipelines import chain, compile_all  # noqa: E402
 
+from loom.client import LoomClient  # noqa: E402
+from pipelines import _seconds, _union  # noqa: E402
+
 STEP = (
     "import json, os, sys\n"
-    "json.dump({'x': int(sys.argv[1]) + 1}, open(os.environ['RESULT_DIR'] + '/outputs.json', 'w'))\n"
+    "out = open(os.environ['RESULT_DIR'] + '/outputs.json', 'w')\n"
+    "json.dump({'x': int(sys.argv[1]) + 1}, out)\n"
 )
 
 
