@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import io
 import itertools
@@ -51,6 +52,59 @@ def database_url(home: Path) -> str:
     if key not in _databases:
         _databases[key] = postgres_server().create_database()
     return _databases[key]
+
+
+# The tests whose behaviour depends on the database: `make test` runs them (marker `db`) a second
+# time on PostgreSQL. The rest reach the database only through what these already cover.
+DATABASE_TESTS = (
+    "tests/store/",
+    "tests/lifecycle/",
+    "tests/tds/",
+    "tests/pipelines/",
+    "tests/api/test_accounts.py",
+    "tests/api/test_audit.py",
+    "tests/api/test_auth.py",
+    "tests/api/test_bad_input.py",
+    "tests/api/test_crash.py",
+    "tests/api/test_events.py",
+    "tests/api/test_failover.py",
+    "tests/api/test_jobs.py",
+    "tests/api/test_limits.py",
+    "tests/api/test_metrics.py",
+    "tests/api/test_mlflow.py",
+    "tests/api/test_models.py",
+    "tests/api/test_openapi_fuzz.py",
+    "tests/api/test_operations.py",
+    "tests/api/test_paging.py",
+    "tests/api/test_secrets.py",
+    # the experiments' crash, halt, goal and parallelism tests
+    "tests/hpo/test_experiments.py::test_*kill9*",
+    "tests/hpo/test_experiments.py::test_*halt*",
+    "tests/hpo/test_experiments.py::test_*goal*",
+    "tests/hpo/test_experiments.py::test_*parallel*",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.nodeid
+        if any(
+            fnmatch.fnmatch(where, f"{pattern}*") if "*" in pattern else where.startswith(pattern)
+            for pattern in DATABASE_TESTS
+        ) and not item.get_closest_marker("postgres"):
+            item.add_marker(pytest.mark.db)
+
+
+_current_test: list[pytest.Item] = []
+
+
+@pytest.fixture(autouse=True)
+def _known_as_the_current_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """`make check` runs the tests not marked integration, and promises no servers: a platform
+    started by a test that is not marked so fails it, naming the marker to add."""
+    _current_test.append(request.node)
+    yield
+    _current_test.pop()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -125,6 +179,8 @@ class Server:
         self.log = home.parent / f"{home.name}-server.log"
 
     def start(self) -> Server:
+        if _current_test and not _current_test[-1].get_closest_marker("integration"):
+            pytest.fail(f"{_current_test[-1].nodeid} starts a platform: mark it integration")
         self.home.mkdir(parents=True, exist_ok=True)
         out = self.log.open("ab")
         self.process = subprocess.Popen(
@@ -133,7 +189,7 @@ class Server:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 90  # a loaded machine imports slowly
+        deadline = time.monotonic() + 90  # a loaded machine (tests in parallel) starts slowly
         while time.monotonic() < deadline:
             try:
                 with LoomClient(self.url, None, timeout=1) as probe:

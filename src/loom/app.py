@@ -20,4 +20,6 @@ def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastA
     formats the dialects translate known to the pipelines service."""
     app = create_core_app(settings, launcher=launcher, extra_routers=dialects.routers())
     app.state.platform.pipelines.dialects = dialects.pipeline_dialects()
+    for middleware in dialects.middleware():
+        app.add_middleware(middleware)  # type: ignore[arg-type]
     return app

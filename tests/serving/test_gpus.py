@@ -91,6 +91,7 @@ def test_a_model_told_to_run_on_a_gpu_it_lacks_says_why(tmp_path: Path) -> None:
 
 
 @without_gpu
+@pytest.mark.integration
 def test_a_deployment_asking_for_gpus_the_platform_lacks(tmp_path: Path, model_zip: bytes) -> None:
     """Asked of a platform without GPUs: 400 naming the field. On a platform told it has two
     (LOOM_SERVING_GPUS), two replicas are pinned one to each, start with `--device cuda`, and,

@@ -165,7 +165,8 @@ def list_deployments(fmt: OutputOpt = Format.TABLE, watching: WatchOpt = False) 
 
 def _deployments_table(found: list[dict[str, Any]]) -> Table:
     name = whole("NAME", [d["name"] for d in found])
-    table = Table(name, "STATE", "MODEL", "VERSION", "REPLICAS", "ENDPOINT")
+    states = whole("STATE", [d["state"] for d in found])
+    table = Table(name, states, "MODEL", "VERSION", "REPLICAS", "ENDPOINT")
     for d in found:
         table.add_row(
             d["name"],
@@ -281,7 +282,12 @@ def list_keys(name: Annotated[str, typer.Argument(help="the deployment")]) -> No
     """The deployment's keys (never their values) and when each was last used."""
     with client() as loom:
         found = loom.deployment_keys(name)
-    table = Table("ID", "NAME", "CREATED", "LAST USED")
+    table = Table(
+        whole("ID", [k["id"] for k in found]),
+        "NAME",
+        whole("CREATED", [k["created_at"] for k in found]),
+        "LAST USED",
+    )
     for key in found:
         table.add_row(key["id"], key["name"], key["created_at"], key["last_used_at"] or "never")
     console.print(table)

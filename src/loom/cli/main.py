@@ -13,9 +13,11 @@ from loom.cli import (
     contexts,
     deployments,
     experiments,
+    ffdl,
     jobs,
     kubernetes,
     models,
+    objects,
     pipelines,
     tokens,
     users,
@@ -76,6 +78,7 @@ def options(
 app.command()(server)
 app.command()(serve)
 jobs.register(app)
+ffdl.register(app)
 app.command()(metrics)
 app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")
@@ -88,6 +91,8 @@ app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(contexts.app, name="context")
 app.command()(audit)
+app.command()(objects.apply)
+app.command()(objects.get)
 
 
 def main() -> None:

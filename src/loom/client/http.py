@@ -17,6 +17,8 @@ from loom.client import contexts
 from loom.client.accounts import AccountCalls
 from loom.client.errors import ClientError
 from loom.client.experiments import ExperimentCalls
+from loom.client.job_lookup import JobLookupCalls
+from loom.client.objects import ObjectCalls
 from loom.client.pipelines import PipelineCalls
 
 __all__ = ["ClientError", "LoomClient"]
@@ -47,10 +49,12 @@ class _Counted(io.BytesIO):
 
 
 def discover(home: Path | None = None) -> tuple[str, str | None]:
-    """The URL and token, from the first that says: `LOOM_URL`/`LOOM_TOKEN`; the context named
-    by `LOOM_CONTEXT`; the current context, unless `LOOM_HOME` is set; what the server wrote to
-    its home (`server.json`, `token`)."""
-    url, token = os.environ.get("LOOM_URL"), os.environ.get("LOOM_TOKEN")
+    """The URL and token, from the first that says: `LOOM_URL`/`LOOM_TOKEN` (or FfDL's
+    `DLAAS_URL`/`DLAAS_PASSWORD`, the password a Loom token); the context named by
+    `LOOM_CONTEXT`; the current context, unless `LOOM_HOME` is set; what the server wrote to its
+    home (`server.json`, `token`)."""
+    url = os.environ.get("LOOM_URL") or ffdl_url(os.environ.get("DLAAS_URL"))
+    token = os.environ.get("LOOM_TOKEN") or os.environ.get("DLAAS_PASSWORD") or None
     implicit = home is None and "LOOM_HOME" not in os.environ
     context = contexts.active() if implicit or os.environ.get("LOOM_CONTEXT") else None
     if context is not None:
@@ -69,12 +73,23 @@ def discover(home: Path | None = None) -> tuple[str, str | None]:
     return str(url), token
 
 
+def ffdl_url(url: str | None) -> str | None:
+    """The platform's address from FfDL's `DLAAS_URL`, which may point at its FfDL API
+    (`…/ffdl`, what FfDL's own CLI needs) or at the platform itself."""
+    if not url:
+        return None
+    return url.rstrip("/").removesuffix("/ffdl") or None
+
+
 def _raise_for(response: httpx.Response) -> None:
     if response.is_success:
         return
     try:
         body = response.json()
         message, code = body.get("error") or str(body), body.get("code")
+        if isinstance(code, int):  # FfDL's shape: the status in `code`, Loom's own in `loom_code`
+            message = body.get("description") or message
+            code = body.get("loom_code")
     except ValueError:
         message, code = response.text or response.reason_phrase, None
     raise ClientError(f"{message} (HTTP {response.status_code})", response.status_code, code)
@@ -92,7 +107,7 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
         raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
 
 
-class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls):
+class LoomClient(AccountCalls, ExperimentCalls, ObjectCalls, PipelineCalls, JobLookupCalls):
     def __init__(
         self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
     ) -> None:
@@ -131,13 +146,21 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls):
     def submit(
         self, manifest: str | bytes, code_zip: bytes, progress: Progress | None = None
     ) -> str:
-        """Submit a job; `progress(sent, total)` is told as the code goes up."""
+        """Submit a job, its id back; `progress(sent, total)` is told as the code goes up."""
+        return str(self.submit_job(manifest, code_zip, progress)["id"])
+
+    def submit_job(
+        self, manifest: str | bytes, code_zip: bytes, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """Submit a job: the whole answer, `id`, `location` and `warnings` (fields of the
+        manifest that change nothing on this platform, each with why)."""
         code: Any = _Counted(code_zip, progress) if progress else code_zip
         files = {
             "manifest": ("manifest.yml", manifest, "application/yaml"),
             "model_definition": ("model.zip", code, "application/zip"),
         }
-        return str(self._request("POST", "/v1/jobs", files=files).json()["id"])
+        result: dict[str, Any] = self._request("POST", "/v1/jobs", files=files).json()
+        return result
 
     def jobs(
         self,

@@ -61,20 +61,22 @@ DEFAULT_PARALLEL = 3  # Katib's DefaultTrialParallelCount
 _INTEGER = re.compile(r"[+-]?\d+")
 _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
-CollectorKind = Literal["StdOut", "File", "TensorFlowEvent", "None"]
+CollectorKind = Literal["StdOut", "File", "TensorFlowEvent", "PrometheusMetric", "None"]
 FileFormat = Literal["TEXT", "JSON"]
 ResumePolicy = Literal["Never", "LongRunning", "FromVolume"]
 _TYPES: tuple[ParameterType, ...] = ("double", "int", "categorical", "discrete")
 _DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "logUniform", "normal", "logNormal")
 _STRATEGIES: tuple[Strategy, ...] = ("min", "max", "latest")
-_COLLECTORS: tuple[CollectorKind, ...] = ("StdOut", "File", "TensorFlowEvent", "None")
+_COLLECTORS: tuple[CollectorKind, ...] = (
+    *("StdOut", "File", "TensorFlowEvent", "PrometheusMetric", "None"),
+)
 _OBJECTIVES: tuple[Literal["maximize", "minimize"], ...] = ("maximize", "minimize")
 _RESUME: tuple[ResumePolicy, ...] = ("Never", "LongRunning", "FromVolume")
 _SIDECARS = {  # Katib's collectors that are Kubernetes machinery
-    "PrometheusMetric": "a Kubernetes sidecar scraping the trial's Prometheus endpoint",
     "Custom": "a Kubernetes sidecar container of your own",
     "Push": "a push to Katib's database; log metrics with Loom's tracking SDK and use None",
 }
+PROMETHEUS_PORT, PROMETHEUS_PATH = 8080, "/metrics"  # Katib's defaults
 # Fields Katib's own examples carry that mean nothing for a Loom job: accepted, said aloud.
 _IGNORED = {
     "primaryContainerName": "a Loom trial is one job; its learners are its containers",
@@ -225,14 +227,14 @@ def _ranged(
     if "list" in space:
         raise check.fail(f"{where}.list", f"a {kind} parameter takes min and max, not a list")
     low, high = (_bound(space.get(key), f"{where}.{key}", kind) for key in ("min", "max"))
-    if low >= high:
-        raise check.fail(f"{where}.max", f"{high:g} must be more than min ({low:g})")
+    if low > high:  # min = max is a constant (Katib's own hyperband example has one)
+        raise check.fail(f"{where}.max", f"{high:g} must not be less than min ({low:g})")
     if distribution in ("logUniform", "logNormal") and low <= 0:
         raise check.fail(f"{where}.min", f"a {distribution} parameter needs min > 0, got {low:g}")
     if space.get("step") in (None, ""):
         return low, high, None
     step = check.number(space["step"], f"{where}.step")
-    if step <= 0 or step > high - low:
+    if step <= 0 or (step > high - low and high > low):
         raise check.fail(
             f"{where}.step", f"{space['step']!r} must be > 0 and ≤ max − min ({high - low:g})"
         )
@@ -337,13 +339,34 @@ def _collector(value: Any, where: str) -> MetricsCollector:
     kind = _collector_kind(found.get("collector"), f"{where}.collector")
     source_at = f"{where}.source"
     source = check.mapping(found.get("source") or {}, source_at)
-    check.known(source, ("filter", "fileSystemPath"), source_at)
+    check.known(source, ("filter", "fileSystemPath", "httpGet"), source_at)
     filters = _filters(source.get("filter"), f"{source_at}.filter")
+    if kind == "PrometheusMetric":
+        if source.get("filter") is not None or source.get("fileSystemPath") is not None:
+            raise check.fail(source_at, "a PrometheusMetric collector reads only its httpGet")
+        return MetricsCollector(kind, path=_endpoint(source.get("httpGet"), f"{source_at}.httpGet"))
+    if "httpGet" in source:
+        raise check.fail(f"{source_at}.httpGet", "only a PrometheusMetric collector reads one")
     path, fmt = _file_path(source.get("fileSystemPath"), f"{source_at}.fileSystemPath", kind)
     if source.get("filter") is not None and (kind in ("TensorFlowEvent", "None") or fmt == "JSON"):
         why = "a JSON file's metrics are its keys" if fmt == "JSON" else f"a {kind} collector"
         raise check.fail(f"{source_at}.filter", f"{why} takes no filter")
     return MetricsCollector(kind, filters, path, fmt)
+
+
+def _endpoint(value: Any, where: str) -> str:
+    """Where a Prometheus collector scrapes the trial: `PORT/PATH` on the learner's own host."""
+    found = check.mapping(value or {}, where)
+    check.known(found, ("port", "path", "scheme", "host", "httpHeaders"), where)
+    if found.get("scheme", "HTTP") != "HTTP" or found.get("host") or found.get("httpHeaders"):
+        raise check.fail(where, "only plain HTTP on the learner's own host is scraped")
+    port = found.get("port", PROMETHEUS_PORT)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise check.fail(f"{where}.port", f"a port number (named ports are a pod's), got {port!r}")
+    path = check.text(found.get("path") or PROMETHEUS_PATH, f"{where}.path")
+    if not path.startswith("/"):
+        raise check.fail(f"{where}.path", f"{path!r} must start with /")
+    return f"{port}{path}"
 
 
 def _collector_kind(value: Any, where: str) -> CollectorKind:
@@ -352,7 +375,8 @@ def _collector_kind(value: Any, where: str) -> CollectorKind:
     if kind in _SIDECARS:  # before the keys: Custom comes with its `customCollector` container
         raise check.fail(
             f"{where}.kind",
-            f"{kind} is {_SIDECARS[kind]}; Loom collects StdOut, File, TensorFlowEvent or None",
+            f"{kind} is {_SIDECARS[kind]}; Loom collects StdOut, File, TensorFlowEvent, "
+            "PrometheusMetric or None",
         )
     check.known(collector, ("kind",), where)
     return check.choice(kind, f"{where}.kind", _COLLECTORS)
@@ -565,12 +589,16 @@ def _as_number(text: str) -> Any:
     return float(text) if _DECIMAL.fullmatch(text) else text
 
 
-def _metrics(collector: MetricsCollector) -> dict[str, Any] | None:
+def _metrics(spec: ExperimentSpec) -> dict[str, Any] | None:
     """The collector as the manifest's `evaluation_metrics`."""
+    collector = spec.metrics_collector
     if collector.kind == "None":
         return None
     if collector.kind == "TensorFlowEvent":
         return {"type": "tensorboard", "in": collector.path}
+    if collector.kind == "PrometheusMetric":
+        names = [spec.objective.metric, *spec.objective.additional]
+        return {"type": "prometheus", "in": collector.path, "filters": names}
     found: dict[str, Any] = {"type": "katib"}
     if collector.kind == "File":
         found.update({"in": collector.path, "format": collector.format or "TEXT"})
@@ -588,7 +616,7 @@ def trial_manifest(spec: ExperimentSpec, assignments: dict[str, str]) -> dict[st
         raise check.fail("spec.trialTemplate.trialParameters", f"no value for {', '.join(missing)}")
     manifest: dict[str, Any] = _substitute(copy.deepcopy(spec.trial_spec), assignments)
     if "evaluation_metrics" not in manifest:
-        metrics = _metrics(spec.metrics_collector)
+        metrics = _metrics(spec)
         if metrics is not None:
             manifest["evaluation_metrics"] = metrics
     try:

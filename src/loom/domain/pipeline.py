@@ -43,11 +43,19 @@ _FIELDS: dict[StepKind, tuple[str, ...]] = {
     "shell": ("command", "inputs", *_RESOURCES),
     "experiment": ("experiment",),
     "select": ("from", "model", "metric", "mode"),
-    "deploy": ("deployment", "model", "min_replicas", "max_replicas", "public"),
+    "deploy": (
+        *("deployment", "model", "min_replicas", "max_replicas", "public", "scaling"),
+        "canary_percent",
+    ),
     "pipeline": ("pipeline", "parameters"),
 }
 OPAQUE = {"pipeline": "pipeline"}  # a kind's field whose references are not the step's own
 _TOP = ("name", "description", "parameters", "steps", "on_exit", "outputs", "timeout_s")
+# A deploy step's `scaling`: the deployment's settings beyond its replicas' bounds.
+SCALING = (
+    *("target_concurrency", "scale_down_delay_s", "batch_size", "batch_wait_ms", "request_log"),
+    "gpus_per_replica",
+)
 
 
 @dataclass(frozen=True)
@@ -378,6 +386,12 @@ def _deploy_fields(fields: dict[str, Any], where: str, _names: list[str]) -> Non
     for key in ("min_replicas", "max_replicas"):
         if not isinstance(fields.get(key), str):  # a reference is checked when it is used
             check.count(fields.get(key), f"{where}.{key}", 0)
+    scaling = check.mapping(fields.get("scaling") or {}, f"{where}.scaling")
+    check.known(scaling, SCALING, f"{where}.scaling")
+    if fields.get("canary_percent") is not None:
+        percent = check.number(fields["canary_percent"], f"{where}.canary_percent")
+        if not 0 <= percent <= 100:
+            raise check.fail(f"{where}.canary_percent", f"0 to 100, got {percent:g}")
 
 
 _KIND_CHECKS = {

@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 
 from loom.domain import environments
 from loom.domain.errors import ManifestError
+from loom.domain.learner_images import ImageProblem, check_image, version_is_image
 from loom.domain.manifest import Manifest
 from loom.settings import Settings
 
@@ -49,7 +50,8 @@ def plan_for(manifest: Manifest, code: bytes | Path) -> environments.Plan | None
             requirements = environments.read_requirements(text, wanted.requirements)
         return environments.plan(
             framework=manifest.framework.name,
-            version=manifest.framework.version,
+            # FfDL's `custom` framework names its image there, not a release.
+            version=None if version_is_image(manifest.framework) else manifest.framework.version,
             pip=wanted.pip if wanted else [],
             requirements=requirements,
             python=python,
@@ -59,6 +61,14 @@ def plan_for(manifest: Manifest, code: bytes | Path) -> environments.Plan | None
             no_deps=wanted.pip_no_deps if wanted else (),
         )
     except environments.EnvironmentProblem as exc:
+        raise ManifestError(f"field `{exc.field}`: {exc.message}", field=exc.field) from exc
+
+
+def check_learner_image(manifest: Manifest, launcher: str) -> None:
+    """Refuse a learner image where the launcher cannot run one (a C101 naming the field)."""
+    try:
+        check_image(manifest, launcher)
+    except ImageProblem as exc:
         raise ManifestError(f"field `{exc.field}`: {exc.message}", field=exc.field) from exc
 
 

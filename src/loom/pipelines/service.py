@@ -111,7 +111,14 @@ class Pipelines:
             found = dialect_objects.named(session, owner_id, dialect, kind, name)
         return dict(found.body) if found is not None else None
 
-    def start(self, owner: User, checked: Checked, code: bytes | None) -> PipelineRun:
+    def start(
+        self, owner: User, text: bytes | str, code: bytes | None, parameters: dict[str, Any] | None
+    ) -> PipelineRun:
+        """A run of the pipeline (its text checked first), with its code and parameters."""
+        return self.start_checked(owner, self.check(text, parameters, owner.id), code)
+
+    def start_checked(self, owner: User, checked: Checked, code: bytes | None) -> PipelineRun:
+        """A run of a pipeline `check` took."""
         document, spec, values = checked.document, checked.spec, checked.values
         digest = self.artifacts.put(code if code is not None else empty_zip())
         redacted, credentials = redact(document)

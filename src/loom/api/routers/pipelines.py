@@ -142,7 +142,7 @@ async def start(
     parameters = _object(more["parameters"], "parameters")
     checked = await anyio.to_thread.run_sync(loom.pipelines.check, text, parameters, user.id)
     await _check_code(loom, code)
-    run = await anyio.to_thread.run_sync(loom.pipelines.start, user, checked, code)
+    run = await anyio.to_thread.run_sync(loom.pipelines.start_checked, user, checked, code)
     audit("pipeline.run", run.id, name=run.pipeline)
     location = f"/v1/pipelines/runs/{run.id}"
     warnings = list(checked.warnings)

@@ -77,7 +77,7 @@ async def create_run(request: Request, platform: PlatformDep, user: UserDep) -> 
         platform.pipelines.check_documents, documents, _parameters(body), user.id
     )
     experiment = _experiment_id(kept, body)
-    run = await anyio.to_thread.run_sync(platform.pipelines.start, user, checked, None)
+    run = await anyio.to_thread.run_sync(platform.pipelines.start_checked, user, checked, None)
     fields = {
         "display_name": str(body.get("display_name") or run.pipeline),
         "description": str(body.get("description") or ""),

@@ -1,7 +1,7 @@
 """sub-pipeline runs and a run's outputs; objects kept for foreign APIs (KFP, Argo)
 
 Revision ID: 0020_kfp_argo
-Revises: 0016_serving_gpus
+Revises: 0019_kube_objects
 Create Date: 2026-12-01 09:00:00.000000
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020_kfp_argo"
-down_revision = "0016_serving_gpus"
+down_revision = "0019_kube_objects"  # after kubeflow's, merged here; the lead re-chains
 branch_labels = None
 depends_on = None
 
