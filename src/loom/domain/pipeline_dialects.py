@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-# A document the owner stored before (an Argo WorkflowTemplate a Workflow refers to), by its
-# kind and name; None when there is none.
+# A document the owner applied before (an Argo WorkflowTemplate a Workflow refers to), by its
+# kind and name in the dialect's API group; None when there is none.
 Lookup = Callable[[str, str], dict[str, Any] | None]
 
 
@@ -28,6 +28,7 @@ class Translation:
 
 class PipelineDialect(Protocol):
     name: str
+    group: str  # the API group of the dialect's objects that `loom apply` keeps
 
     def recognises(self, documents: Sequence[Any]) -> bool:
         """Whether the documents are this dialect's (cheap: their shape, not their content)."""

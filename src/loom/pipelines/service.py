@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from loom.domain import spec_checks
 from loom.domain.errors import Conflict, InvalidInput, ManifestError, NotFound
 from loom.domain.pipeline import PipelineSpec, parse_pipeline
-from loom.domain.pipeline_dialects import PipelineDialect
+from loom.domain.pipeline_dialects import Lookup, PipelineDialect
 from loom.domain.pipeline_states import ACTIVE_RUN, DONE, RunState, StepState
 from loom.hpo.service import Experiments
 from loom.lifecycle.manager import LifecycleManager
@@ -26,7 +26,7 @@ from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
-from loom.store import dialect_objects
+from loom.store import objects as applied
 from loom.store import pipelines as rows
 from loom.store.db import Database
 from loom.store.secret_keys import SecretKeys
@@ -83,9 +83,14 @@ class Pipelines:
         return self.check_documents(documents, parameters, owner_id)
 
     def check_documents(
-        self, documents: list[Any], parameters: dict[str, Any] | None, owner_id: str = ""
+        self,
+        documents: list[Any],
+        parameters: dict[str, Any] | None,
+        owner_id: str = "",
+        lookup: Lookup | None = None,
     ) -> Checked:
-        """`check`, of documents already read (a foreign API's JSON body)."""
+        """`check`, of documents already read (a foreign API's JSON body); `lookup` finds the
+        documents they name (by default, those the owner applied)."""
         dialect = next((d for d in self.dialects if d.recognises(documents)), None)
         if dialect is None:
             if len(documents) != 1 or not isinstance(documents[0], dict):
@@ -93,7 +98,7 @@ class Pipelines:
                 raise ManifestError(f"the pipeline is one YAML mapping, got {got}")
             spec = parse_pipeline(documents[0])
             return Checked(documents[0], spec, spec.with_parameters(parameters))
-        lookup = partial(self.stored, owner_id, dialect.name)
+        lookup = lookup or partial(self.stored, owner_id, dialect.group)
         translated = dialect.translate(documents, parameters, lookup)
         spec = parse_pipeline(translated.document)
         return Checked(
@@ -105,11 +110,12 @@ class Pipelines:
             translated.schedule,
         )
 
-    def stored(self, owner_id: str, dialect: str, kind: str, name: str) -> dict[str, Any] | None:
-        """A document the owner keeps for a dialect (an Argo WorkflowTemplate), by name."""
+    def stored(self, owner_id: str, group: str, kind: str, name: str) -> dict[str, Any] | None:
+        """A document the owner applied (an Argo WorkflowTemplate), by its group, kind and
+        name."""
         with self.db.session() as session:
-            found = dialect_objects.named(session, owner_id, dialect, kind, name)
-        return dict(found.body) if found is not None else None
+            found = applied.find(session, owner_id, group, kind, name)
+        return dict(found.document) if found is not None else None
 
     def start(
         self, owner: User, text: bytes | str, code: bytes | None, parameters: dict[str, Any] | None

@@ -49,3 +49,43 @@ def test_argo_workflows_run_to_their_ends(tenant: LoomClient, shared_server: Ser
     assert found["lost"]["state"] == "SKIPPED" and "is false" in found["lost"]["message"]
     assert found["won"]["tasks"][0]["outputs"]["said"] == "WON WITH HEADS"
     assert values(found["after"])[0]["result"] == "WON WITH HEADS"
+
+
+def test_loom_apply_keeps_templates_runs_workflows_and_schedules_cron_workflows(
+    tenant: LoomClient,
+) -> None:
+    """`loom apply`: a WorkflowTemplate is kept and a Workflow applied later runs a template of
+    it; `loom get` shows Argo's status (phase, nodes with their outputs); a CronWorkflow is a
+    Loom schedule, paused as it asks; deleting removes what they became."""
+    template, workflow = (HERE / "steps-workflow.yaml").read_text().split("\n---\n")
+    first = tenant.apply(template)
+    assert first[0]["action"] == "created"
+    named = workflow.replace("name: coin", "name: coin-applied")
+    (made,) = tenant.apply(named)
+    run_id = made["refs"]["pipeline_run"]
+    assert tenant.wait_pipeline_run(run_id, timeout_s=300)["state"] == "SUCCEEDED"
+    status = tenant.object("workflows", "coin-applied")["status"]
+    assert status["phase"] == "Succeeded"
+    after = status["nodes"]["coin-applied.after"]
+    assert after["phase"] == "Succeeded" and after["outputs"]["result"] == "WON WITH HEADS"
+    assert status["nodes"]["coin-applied.won.say"]["phase"] == "Succeeded"
+    assert status["nodes"]["coin-applied.lost"]["phase"] == "Skipped"
+
+    cron = (
+        "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata: {name: nightly}\n"
+        "spec:\n  schedule: '0 3 * * *'\n  suspend: true\n  workflowSpec:\n"
+        "    workflowTemplateRef: {name: shared-runner}\n"
+    )
+    runner = (
+        "apiVersion: argoproj.io/v1alpha1\nkind: WorkflowTemplate\n"
+        "metadata: {name: shared-runner}\n"
+        "spec:\n  entrypoint: go\n  templates:\n  - name: go\n"
+        "    container: {image: alpine, command: [echo, hi]}\n"
+    )
+    applied = tenant.apply(runner + "---\n" + cron)
+    assert [a["action"] for a in applied] == ["created", "created"]
+    (schedule,) = tenant.pipeline_schedules()
+    assert schedule["cron"] == "0 3 * * *" and schedule["enabled"] is False
+    assert tenant.object("cronworkflows", "nightly")["status"]["phase"] == "Stopped"
+    tenant.delete_object("cronworkflows", "nightly")
+    assert tenant.pipeline_schedules() == []

@@ -199,3 +199,26 @@ def test_kfp_client_keeps_pipelines_versions_experiments_and_recurring_runs(
     status, body = answer["refusal"]
     assert status == 400
     assert body["field"] == "platforms.kubernetes.deploymentSpec.executors.exec-write.pvcMount"
+
+
+def test_loom_apply_runs_a_compiled_pipeline(
+    user: tuple[LoomClient, str], compiled: dict[str, str]
+) -> None:
+    """A compiled pipeline given to `loom apply` (a file with no kind) is a PipelineRun of it:
+    run once, shown by `loom get pipelineruns` with its tasks' states, and not again when the
+    same file is applied again."""
+    client, _token = user
+    text = without_gpu(compiled["container"])
+    (made,) = client.apply(text)
+    assert (made["kind"], made["name"], made["action"]) == (
+        "PipelineRun",
+        "kfp-container",
+        "created",
+    )
+    run = client.wait_pipeline_run(made["refs"]["pipeline_run"], timeout_s=300)
+    assert run["state"] == "SUCCEEDED", run["message"]
+    status = client.object("pipelineruns", "kfp-container")["status"]
+    assert status["state"] == "SUCCEEDED" and status["tasks"] == [
+        {"name": "write", "state": "SUCCEEDED"}
+    ]
+    assert client.apply(text)[0]["action"] == "unchanged"

@@ -62,6 +62,7 @@ class ArgoDialect:
     """Argo's Workflow, WorkflowTemplate and CronWorkflow as a Loom pipeline."""
 
     name = DIALECT
+    group = "argoproj.io"
 
     def recognises(self, documents: Sequence[Any]) -> bool:
         return any(
@@ -76,9 +77,10 @@ class ArgoDialect:
 
 
 def translate(
-    documents: list[Any], parameters: dict[str, Any] | None, lookup: Lookup
+    documents: list[Any], parameters: dict[str, Any] | None, lookup: Lookup, require: bool = True
 ) -> Translation:
-    """The file's workflow as a Loom spec (its parameters as given, each declared)."""
+    """The file's workflow as a Loom spec (its parameters as given, each declared; `require`:
+    each without a value given, as a run needs; a WorkflowTemplate is checked without)."""
     chosen, stored = _documents(documents)
     warnings: list[str] = []
     kind = chosen["kind"]
@@ -94,7 +96,7 @@ def translate(
     spec = _with_template(spec, stored, lookup)
     library = tp.Library(own=_templates(spec.get("templates"), "spec.templates"))
     library.stored = _stored_templates(spec, stored, lookup)
-    document = _workflow(spec, _name(chosen), library, parameters)
+    document = _workflow(spec, _name(chosen), library, parameters, require)
     values = _values(parameters, document["parameters"])
     return Translation(document, values, tuple(warnings + library.warnings), DIALECT, schedule)
 
@@ -231,7 +233,11 @@ def _referenced(templates: list[Any]) -> list[str]:
 
 
 def _workflow(
-    spec: dict[str, Any], name: str, library: tp.Library, given: dict[str, Any] | None
+    spec: dict[str, Any],
+    name: str,
+    library: tp.Library,
+    given: dict[str, Any] | None,
+    require: bool = True,
 ) -> dict[str, Any]:
     """The workflow's Loom spec: its parameters, its entrypoint's steps, its exit handler."""
     for key in spec:
@@ -245,7 +251,7 @@ def _workflow(
             "spec.arguments.artifacts",
             "a workflow's own artifacts are not fetched by Loom; make them in a first task",
         )
-    parameters = _parameters(arguments.get("parameters") or [], given)
+    parameters = _parameters(arguments.get("parameters") or [], given, require)
     library.workflow_parameters = list(parameters)
     if spec.get("parallelism"):
         library.parallelism = int(spec["parallelism"])
@@ -277,7 +283,9 @@ def _workflow(
     return document
 
 
-def _parameters(declared: list[Any], given: dict[str, Any] | None) -> dict[str, Any]:
+def _parameters(
+    declared: list[Any], given: dict[str, Any] | None, require: bool = True
+) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for index, parameter in enumerate(declared):
         name = str(parameter.get("name"))
@@ -287,7 +295,7 @@ def _parameters(declared: list[Any], given: dict[str, Any] | None) -> dict[str, 
                 "Loom has no ConfigMaps; give the value",
             )
         value = parameter.get("value", parameter.get("default"))
-        if value is None and name not in (given or {}):
+        if require and value is None and name not in (given or {}):
             raise fail(f"parameters.{name}", "the workflow needs a value for it (-p name=value)")
         found[name] = value
     return found

@@ -61,6 +61,34 @@ def split(documents: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any], dic
     return first, platform, {}
 
 
+APPLIED_GROUP = "pipelines.kubeflow.org"
+
+
+def as_applied(documents: list[Any]) -> list[Any]:
+    """A compiled pipeline given to `loom apply` (its file has no kind) as the one object
+    apply takes: a PipelineRun of it, named by the pipeline; other documents as they are."""
+    if not documents or not isinstance(documents[0], dict) or "kind" in documents[0]:
+        return documents
+    if not recognises(documents):
+        return documents
+    spec, platform, values = split(documents)
+    given = str((spec.get("pipelineInfo") or {}).get("name") or "pipeline").lower()
+    name = re.sub(r"[^a-z0-9.-]+", "-", given).strip("-.")[:253] or "pipeline"
+    found: dict[str, Any] = {"pipelineSpec": spec}
+    if platform:
+        found["platformSpec"] = platform
+    if values:
+        found["parameters"] = values
+    return [
+        {
+            "apiVersion": f"{APPLIED_GROUP}/v2beta1",
+            "kind": "PipelineRun",
+            "metadata": {"name": name},
+            "spec": found,
+        }
+    ]
+
+
 # -- values ------------------------------------------------------------------------------------
 def coerce(value: Any, kind: str, where: str) -> Any:
     """A parameter's value as its type says (`-p n=3` and the IR's `5.0` for an int are 5)."""

@@ -43,6 +43,7 @@ class KfpDialect:
     """`kfp.compiler`'s YAML (or a PipelineJob) as a Loom pipeline."""
 
     name = DIALECT
+    group = "pipelines.kubeflow.org"
 
     def recognises(self, documents: Sequence[Any]) -> bool:
         return ir.recognises(documents)
