@@ -179,3 +179,22 @@ def test_what_loom_cannot_honour_is_refused_naming_the_template_and_field() -> N
     assert "pod.name" in unknown.message
     missing = changed(lambda d: d["spec"]["arguments"]["parameters"][0].pop("value"))
     assert missing.field == "parameters.count"
+
+
+def test_a_recursive_template_is_refused_not_followed_for_ever() -> None:
+    """Argo's coin-flip recursion (a steps template that calls itself) has no fixed shape: it is
+    refused naming the step that calls it again."""
+    recursive = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": "again"},
+        "spec": {
+            "entrypoint": "flip",
+            "templates": [
+                {"name": "flip", "steps": [[{"name": "again", "template": "flip"}]]},
+            ],
+        },
+    }
+    caught = refusal([recursive])
+    assert "calls itself" in caught.message
+    assert caught.field == "templates.flip.steps[0][0]"

@@ -16,6 +16,7 @@ from typing import Any
 from loom.dialects.argo import expressions as ex
 from loom.dialects.argo import templates as tp
 from loom.dialects.argo.expressions import Scope, fail, ref
+from loom.domain.pipeline import MAX_NESTING
 
 
 def call(
@@ -37,7 +38,20 @@ def call(
     if kind in ("container", "script"):
         step = tp.leaf(template, kind, parameters, artifacts, caller, library, at)
     else:
-        step = _body_call(template, kind, home, parameters, artifacts, caller, library, at)
+        called = (home, template_name)
+        if called in library.calling:
+            raise fail(
+                where,
+                f"{at} calls itself: a recursive template is not run by Loom (a "
+                "run's steps are known when it starts); unroll it",
+            )
+        if len(library.calling) >= MAX_NESTING:
+            raise fail(where, f"templates nested more than {MAX_NESTING} deep")
+        library.calling.append(called)
+        try:
+            step = _body_call(template, kind, home, parameters, artifacts, caller, library, at)
+        finally:
+            library.calling.pop()
     return step | tp.policies(template, at, library)
 
 

@@ -64,6 +64,7 @@ class Library:
     warnings: list[str] = field(default_factory=list)
     parallelism: int | None = None  # the workflow's, a bound on each fan-out
     workflow_parameters: list[str] = field(default_factory=list)
+    calling: list[tuple[str, str]] = field(default_factory=list)  # DAG templates being entered
 
     def template(self, name: str, home: str, where: str) -> dict[str, Any]:
         found = (self.stored.get(home) if home else self.own) or {}

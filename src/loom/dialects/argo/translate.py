@@ -19,6 +19,7 @@ from loom.dialects.argo import tasks
 from loom.dialects.argo import templates as tp
 from loom.dialects.argo.expressions import Scope, fail, ref
 from loom.domain import quantities
+from loom.domain.errors import ManifestError
 from loom.domain.pipeline_dialects import Lookup, Translation
 
 DIALECT = "argo"
@@ -73,7 +74,13 @@ class ArgoDialect:
     def translate(
         self, documents: Sequence[Any], parameters: dict[str, Any] | None, lookup: Lookup
     ) -> Translation:
-        return translate(list(documents), parameters, lookup)
+        try:
+            return translate(list(documents), parameters, lookup)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            # a shape the checks did not foresee: refused, never a server error
+            raise ManifestError(
+                f"the workflow is not one Loom can read: {type(exc).__name__}: {exc}"
+            ) from None
 
 
 def translate(
@@ -279,7 +286,10 @@ def _workflow(
     document["parameters"] = parameters
     _on_exit(spec, document, scope, library)
     if spec.get("activeDeadlineSeconds") is not None:
-        document["timeout_s"] = quantities.duration(spec["activeDeadlineSeconds"])
+        try:
+            document["timeout_s"] = quantities.duration(spec["activeDeadlineSeconds"])
+        except ValueError as exc:
+            raise fail("spec.activeDeadlineSeconds", str(exc)) from None
     return document
 
 

@@ -32,6 +32,7 @@ from loom.dialects.kfp.bindings import (
 )
 from loom.dialects.kfp.executors import leaf_step
 from loom.dialects.kfp.scope import Context, Scope
+from loom.domain.errors import ManifestError
 from loom.domain.pipeline import NAME
 from loom.domain.pipeline_dialects import Lookup, Translation
 
@@ -51,9 +52,16 @@ class KfpDialect:
     def translate(
         self, documents: Sequence[Any], parameters: dict[str, Any] | None, lookup: Lookup
     ) -> Translation:
-        spec, platform, runtime = ir.split(documents)
-        given = {**runtime, **(parameters or {})}
-        return translate(spec, platform, given or None)
+        try:
+            spec, platform, runtime = ir.split(documents)
+            given = {**runtime, **(parameters or {})}
+            return translate(spec, platform, given or None)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            # a shape the checks above did not foresee: refused, never a server error
+            raise ManifestError(
+                f"the pipeline is not a compiled KFP pipeline Loom can read: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
 
 
 def translate(
