@@ -3,7 +3,15 @@ and deleted; a refused document names itself and its field and leaves nothing ap
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import pytest
+import yaml
 
 from loom.client import ClientError, LoomClient
 
@@ -61,3 +69,64 @@ def test_a_refused_document_names_itself_and_applies_nothing(tenant: LoomClient)
         tenant.apply("apiVersion: v2\nkind: ConfigMap\nmetadata: {name: x}\n")
     with pytest.raises(ClientError, match="no kind 'gizmos'"):
         tenant.objects("gizmos")
+
+
+def test_the_cli_applies_gets_and_deletes_like_kubectl(
+    tenant: LoomClient, shared_server: Any, tmp_path: Path
+) -> None:
+    """`loom apply -f FILE CODE` says what each object became and what was noted, `loom get`
+    lists and shows them (`-o json`), `loom delete -f FILE` deletes them."""
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(CONFIG + JOB)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "hello.py").write_text("print('hello')\n")
+    token = tenant._http.headers["Authorization"].removeprefix("Bearer ")
+
+    def loom(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "LOOM_URL": shared_server.url, "LOOM_TOKEN": token, "COLUMNS": "120"}
+        command = [sys.executable, "-m", "loom", *args]
+        return subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    applied = loom("apply", "-f", str(objects), str(code))
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines() == [
+        "configmap/templates created",
+        "secret/creds created",
+        "tfjob.kubeflow.org/hello created",
+    ]
+    assert "metadata.namespace" in applied.stderr and "ignored" in applied.stderr
+    listed = json.loads(loom("get", "tfjobs", "-o", "json").stdout)
+    assert listed["kind"] == "List" and listed["items"][0]["metadata"]["name"] == "hello"
+    table = loom("get", "tfjob").stdout
+    assert "hello" in table and "TFJob" in table
+    shown = yaml.safe_load(loom("get", "tfjob", "hello", "-o", "yaml").stdout)
+    assert shown["status"]["conditions"][0]["type"] == "Created"
+    deleted = loom("delete", "-f", str(objects))
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.split() == [
+        *("configmap/templates", "deleted", "secret/creds", "deleted"),
+        *("tfjob.kubeflow.org/hello", "deleted"),
+    ]
+    missing = loom("get", "tfjob", "hello")
+    assert missing.returncode == 1 and "no TFJob 'hello'" in missing.stderr
+
+
+JOB = """---
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: hello}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: python:3.11
+            command: [python3, /app/hello.py]
+            resources: {limits: {cpu: 250m, memory: 256Mi}}
+"""

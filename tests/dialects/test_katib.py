@@ -398,3 +398,21 @@ def test_what_cannot_run_is_refused_naming_the_field(tenant: LoomClient) -> None
         assert refused.value.status == 400, refused.value.message
         assert field in refused.value.message, (field, refused.value.message)
     assert tenant.objects("experiments") == []
+
+
+def test_a_long_running_experiment_goes_on_with_a_larger_budget(tenant: LoomClient) -> None:
+    """Applied again with a larger maxTrialCount, an ended LongRunning experiment resumes and
+    runs the new trials, as Katib's resume does; any other change is refused."""
+    made = experiment(
+        "longrunning", "random", resumePolicy="LongRunning", maxTrialCount=1, parallelTrialCount=1
+    )
+    tenant.apply(yaml.safe_dump(made), zip_folder(CODE))
+    assert ended(tenant, "longrunning")["trials"] == 1
+    made["spec"]["maxTrialCount"] = 2
+    (again,) = tenant.apply(yaml.safe_dump(made), zip_folder(CODE))
+    assert again["action"] == "configured"
+    assert ended(tenant, "longrunning")["trials"] == 2
+    made["spec"]["algorithm"]["algorithmName"] = "tpe"
+    with pytest.raises(ClientError) as changed:
+        tenant.apply(yaml.safe_dump(made), zip_folder(CODE))
+    assert changed.value.status == 409

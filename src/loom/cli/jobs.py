@@ -215,6 +215,8 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
         console.print(
             f"step {lineage['step']}{item} of pipeline {lineage['pipeline']}, run {lineage['run']}"
         )
+    elif lineage.get("kind") == "object":
+        console.print(f"{lineage['object']} ({lineage.get('apiVersion', '')}), loom apply")
     for kind in ("params", "tags"):
         if job.get(kind):
             logged = Table("NAME", "VALUE", title=kind)

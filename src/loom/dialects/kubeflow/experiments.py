@@ -4,6 +4,7 @@ writes it."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from typing import Any
 
@@ -45,6 +46,17 @@ class KatibExperiments(Immutable):
             field = warning.split(" ", 1)[0] if " is ignored" in warning else "spec"
             notes.append(Note(field, "ignored", warning))
         return Applied({"experiment": experiment.id}, tuple(notes))
+
+    def update(self, ctx: Context, stored: Stored, document: Document) -> Applied:
+        """Only `maxTrialCount` may change, as Katib lets an ended experiment with resumePolicy
+        LongRunning (or FromVolume) go on: it is resumed with the larger budget."""
+        if _without_budget(stored.document) != _without_budget(document):
+            return super().update(ctx, stored, document)
+        wanted = (document.get("spec") or {}).get("maxTrialCount")
+        experiments = ctx.platform.experiments
+        experiment = experiments.find(ctx.user.id, str(stored.refs.get("experiment")))
+        experiments.resume(experiment, wanted if isinstance(wanted, int) else None)
+        return Applied(stored.refs, stored.notes)
 
     def status(self, ctx: Context, stored: Stored) -> dict[str, Any]:
         view = experiment_view(ctx, str(stored.refs.get("experiment")))
@@ -97,3 +109,11 @@ def experiment_view(ctx: Context, experiment_id: str) -> ExperimentView | None:
         best_trial=number,
         observation=observation,
     )
+
+
+def _without_budget(document: Document) -> Document:
+    found = copy.deepcopy(document)
+    found.pop("status", None)
+    if isinstance(found.get("spec"), dict):
+        found["spec"].pop("maxTrialCount", None)
+    return found

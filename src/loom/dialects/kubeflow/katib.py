@@ -265,13 +265,9 @@ def _batch_job(
             f"{image} is not a known framework image: the trial runs in the platform's Python "
             "environment",
         )
-    manifest: dict[str, Any] = {"name": name, "framework": framework, "gpus": pod.main.share.gpus}
+    manifest: dict[str, Any] = {"name": name, "framework": framework, **pod.main.share.manifest()}
     if image is not None:
         manifest["framework_options"] = {IMAGE_KEY: image}
-    if pod.main.share.cpus is not None:
-        manifest["cpus"] = pod.main.share.cpus
-    if pod.main.share.memory is not None:
-        manifest["memory"] = f"{max(1, -(-pod.main.share.memory // 2**20))}MiB"
     if environment:
         manifest["environment"] = environment
     policy = run_policy(

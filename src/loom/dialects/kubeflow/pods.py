@@ -223,6 +223,15 @@ class Share:
     memory: int | None = None
     gpus: int = 0
 
+    def manifest(self) -> dict[str, Any]:
+        """The manifest's fields for this share: those given (Loom's defaults for the rest)."""
+        found: dict[str, Any] = {"gpus": self.gpus}
+        if self.cpus is not None:
+            found["cpus"] = self.cpus
+        if self.memory is not None:
+            found["memory"] = f"{max(1, -(-self.memory // 2**20))}MiB"  # whole MiB, rounded up
+        return found
+
     def most(self, other: Share) -> Share:
         def bigger(a: Any, b: Any) -> Any:
             return b if a is None else a if b is None else max(a, b)

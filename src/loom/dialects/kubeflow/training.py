@@ -357,18 +357,13 @@ def _resources(shares: list[Share], where: str, notes: Notes) -> dict[str, Any]:
             "approximated",
             "the replica types ask for different resources; every learner gets the largest",
         )
-    found: dict[str, Any] = {"gpus": most.gpus}
     if most.cpus is None or most.memory is None:
         notes.add(
             f"{where}.*.resources.limits",
             "approximated",
             "no cpu or memory limit given: a learner gets Loom's default (1 CPU, 1 GiB)",
         )
-    if most.cpus is not None:
-        found["cpus"] = most.cpus
-    if most.memory is not None:
-        found["memory"] = f"{max(1, -(-most.memory // 2**20))}MiB"
-    return found
+    return most.manifest()
 
 
 def _policies(family: Family, spec: dict[str, Any], where: str, notes: Notes) -> None:

@@ -99,7 +99,6 @@ def train_job(
         "name": name,
         "learners": nodes,
         "framework": {"name": runtime.framework, "command": translated.script()},
-        "gpus": translated.share.gpus,
         "framework_options": {
             "replicas": Layout(
                 "TrainJob",
@@ -111,10 +110,7 @@ def train_job(
             "image": str(container["image"]),
         },
     }
-    if translated.share.cpus is not None:
-        manifest["cpus"] = translated.share.cpus
-    if translated.share.memory is not None:
-        manifest["memory"] = f"{max(1, -(-translated.share.memory // 2**20))}MiB"
+    manifest.update(translated.share.manifest())
     image = runtime_of(str(container["image"]))
     if image.known and image.framework == runtime.framework and image.version:
         manifest["framework"]["version"] = image.version
