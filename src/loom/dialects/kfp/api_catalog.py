@@ -25,7 +25,8 @@ from loom.dialects.kfp.translate import translate
 from loom.domain.errors import Conflict, InvalidInput, NotFound
 from loom.store.tables import DialectObject
 
-router = APIRouter(prefix=PREFIX, tags=["kfp"], route_class=KfpRoute)
+# KFP's API, not Loom's: its clients read KFP's definitions, so it stays out of Loom's OpenAPI.
+router = APIRouter(prefix=PREFIX, tags=["kfp"], route_class=KfpRoute, include_in_schema=False)
 Text = Annotated[str | None, Query(max_length=10_000)]
 PageSize = Annotated[int | None, Query(ge=0, le=listing.MAX_PAGE)]
 DEFAULT_EXPERIMENT = "Default"
@@ -140,7 +141,13 @@ def version_json(row: DialectObject, with_spec: bool = True) -> dict[str, Any]:
 def check_pipeline(documents: list[dict[str, Any]]) -> None:
     """Refuses, at upload, a pipeline Loom could not run (naming the task and field)."""
     spec, platform = documents[0], (documents[1] if len(documents) > 1 else {})
-    translate(spec, platform, None, require=False)
+    try:
+        translate(spec, platform, None, require=False)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a shape not foreseen
+        raise InvalidInput(
+            f"uploadfile: not a compiled KFP pipeline Loom can read: {type(exc).__name__}: {exc}",
+            field="uploadfile",
+        ) from None
 
 
 async def _package(uploadfile: UploadFile) -> list[dict[str, Any]]:

@@ -23,7 +23,8 @@ from loom.dialects.kfp.objects import KfpObjects
 from loom.domain.errors import InvalidInput, NotFound
 from loom.store.tables import DialectObject, PipelineRun, PipelineSchedule, User
 
-router = APIRouter(prefix=PREFIX, tags=["kfp"], route_class=KfpRoute)
+# KFP's API, not Loom's: its clients read KFP's definitions, so it stays out of Loom's OpenAPI.
+router = APIRouter(prefix=PREFIX, tags=["kfp"], route_class=KfpRoute, include_in_schema=False)
 Text = Annotated[str | None, Query(max_length=10_000)]
 PageSize = Annotated[int | None, Query(ge=0, le=listing.MAX_PAGE)]
 RUN_KEYS = (
@@ -33,6 +34,17 @@ RUN_KEYS = (
 
 
 # -- what a run or a recurring run runs --------------------------------------------------------
+_OBJECTS = ("runtime_config", "pipeline_version_reference", "trigger")
+
+
+def _shape(body: dict[str, Any]) -> dict[str, Any]:
+    """The body, its nested objects checked to be objects (refused by field otherwise)."""
+    for key in _OBJECTS:
+        if body.get(key) is not None and not isinstance(body[key], dict):
+            raise InvalidInput(f"{key}: a JSON object, got {body[key]!r}"[:300], field=key)
+    return body
+
+
 def _pipeline(kept: KfpObjects, body: dict[str, Any]) -> list[dict[str, Any]]:
     if body.get("pipeline_spec"):
         return documents_of(body["pipeline_spec"])
@@ -70,7 +82,7 @@ def _experiment_id(kept: KfpObjects, body: dict[str, Any]) -> str:
 async def create_run(request: Request, platform: PlatformDep, user: UserDep) -> dict[str, Any]:
     """A run of a compiled pipeline (`pipeline_spec`) or of a pipeline version; its translation's
     warnings are in `warnings`."""
-    body = json_body(await request.body(), "run")
+    body = _shape(json_body(await request.body(), "run"))
     kept = objects(platform, user)
     documents = _pipeline(kept, body)
     checked = await anyio.to_thread.run_sync(
@@ -240,6 +252,9 @@ def cron_of(trigger: dict[str, Any], warnings: list[str]) -> str:
     seconds (only 0 is taken); an interval becomes the cron that repeats it, where one does."""
     cron = trigger.get("cron_schedule") or {}
     periodic = trigger.get("periodic_schedule") or {}
+    for key, given in (("cron_schedule", cron), ("periodic_schedule", periodic)):
+        if not isinstance(given, dict):
+            raise InvalidInput(f"trigger.{key}: a JSON object", field=f"trigger.{key}")
     for where, given in (("cron_schedule", cron), ("periodic_schedule", periodic)):
         for key in ("start_time", "end_time"):
             if given.get(key):
@@ -327,7 +342,7 @@ async def create_recurring_run(
     request: Request, platform: PlatformDep, user: UserDep
 ) -> dict[str, Any]:
     """A Loom schedule of the pipeline, at the trigger's times."""
-    body = json_body(await request.body(), "recurring_run")
+    body = _shape(json_body(await request.body(), "recurring_run"))
     kept = objects(platform, user)
     warnings: list[str] = []
     cron = cron_of(body.get("trigger") or {}, warnings)
