@@ -1,15 +1,17 @@
 """KFP on Loom: what a step of a kfp-compiled chain costs beyond its own work, beside the same
 chain written in Loom's own spec, in the same run on the same platform.
 
-    .venv/bin/python bench/kfp_chain.py [--steps 50]
+    .venv/bin/python bench/kfp_chain.py [--steps 50] [--pairs 3]
 
 Both chains pass a number down, each step adding one: the KFP one is 50 lightweight Python
 components compiled by the real SDK (kfp 2.17.3, in `.venvs/kfp`), run through Loom's KFP
 dialect (its steps run `kfp.dsl.executor_main` in the environment the preamble asked for,
 built once before the timing); Loom's is 50 `python` steps whose script reads the last value
-and writes the next. "Overhead per step" is the run's wall time less the time the steps' jobs
-ran (first learner start to last learner end), divided by the steps: translating, submitting,
-launching, following each job and opening the next step. Caching is off on both sides.
+and writes the next. The two run one after the other, `--pairs` times, each pair in the other
+order than the last (the machine's load moves); the medians are compared. "Overhead per step"
+is the run's wall time less the time the steps' jobs ran (first learner start to last learner
+end), divided by the steps: translating, submitting, launching, following each job and opening
+the next step. Caching is off on both sides.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -92,37 +95,37 @@ def _last_value(run: dict[str, Any], name: str) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--pairs", type=int, default=3, help="runs of each side, alternating")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="kfp-bench-"))
     compiled = uncached(compile_all({"chain": chain(args.steps)}, folder)["chain"])
     kfp_last = "add-one" if args.steps == 1 else f"add-one-{args.steps}"
     server, client, _home = start_loom(**package_sources())
-    rows = []
+    rows: list[list[str]] = []
     try:
         warm = client.run_pipeline(uncached(compile_all({"one": chain(1)}, folder)["one"]))
         client.wait_pipeline_run(warm["id"], timeout_s=1800)  # builds the kfp environment once
-        for _ in range(2):  # each side twice, interleaved: the second pair is the one kept
+        for pair in range(args.pairs):  # alternating which goes first: the load moves
             start = random.randrange(10**6)
-            kfp = measure(
-                client, "KFP IR (kfp.compiler) on Loom", compiled, args.steps, kfp_last, start
-            )
-            own = measure(
-                client,
-                "Loom's own spec",
-                loom_chain(args.steps),
-                args.steps,
-                f"s{args.steps - 1}",
-                start,
-            )
-        rows = [kfp, own]
+            sides = [
+                lambda s=start: measure(client, "KFP IR (kfp.compiler) on Loom", compiled,
+                                        args.steps, kfp_last, s),
+                lambda s=start: measure(client, "Loom's own spec", loom_chain(args.steps),
+                                        args.steps, f"s{args.steps - 1}", s),
+            ]  # fmt: skip
+            for side in sides if pair % 2 == 0 else sides[::-1]:
+                rows.append([str(pair + 1), *side()])
     finally:
         server.terminate()
         server.wait(timeout=30)
-    ratio = float(kfp[5]) / float(own[5]) if float(own[5]) else float("nan")
-    header = ["pipeline", "steps", "wall s", "wall s/step", "job s/step", "overhead s/step"]
+    kfp = statistics.median(float(r[6]) for r in rows if r[1].startswith("KFP"))
+    own = statistics.median(float(r[6]) for r in rows if not r[1].startswith("KFP"))
+    header = ["pair", "pipeline", "steps", "wall s", "wall s/step", "job s/step",
+              "overhead s/step"]  # fmt: skip
     title = (
-        f"A {args.steps}-step chain on one Loom platform, {os.cpu_count()} cores: "
-        f"KFP's overhead per step is {ratio:.2f}x Loom's own"
+        f"A {args.steps}-step chain on one Loom platform, {os.cpu_count()} cores: median "
+        f"overhead per step {kfp:.2f} s (KFP IR) and {own:.2f} s (Loom's own), "
+        f"{kfp / own:.2f}x"
     )
     print(table(title, header, rows))
 
