@@ -211,7 +211,7 @@ function Summary({ run, now }) {
 }
 
 export function PipelinePage({ id }) {
-  const { data: run, error, reload } = useResource((signal) => api(`/v1/pipelines/runs/${path(id)}`, { signal }), [id]);
+  const { data: run, error, reload } = useResource((signal) => api(`/v1/pipelines/runs/${path(id)}?spec=false`, { signal }), [id]);
   useTitle(run ? `${run.name} · ${run.id}` : `Pipeline run ${id}`);
   const active = Boolean(run && RUN_ACTIVE.has(run.state));
   const now = useNow(1000, active);

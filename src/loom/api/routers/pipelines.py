@@ -174,17 +174,23 @@ def list_runs(
 
 
 @router.get("/runs/{run_id}")
-def show(run_id: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
-    """A run with its steps (in the spec's order, each with its depth in the DAG) and tasks."""
+def show(
+    run_id: str,
+    loom: PlatformDep,
+    user: UserDep,
+    with_spec: Annotated[
+        bool, Query(alias="spec", description="false: without the spec (what a poll needs)")
+    ] = True,
+) -> dict[str, Any]:
+    """A run with its steps (in the spec's order, each with its depth in the DAG) and tasks,
+    and the spec as stored (a KFP pipeline's is tens of KiB: a poll leaves it out)."""
     run = loom.pipelines.find(user.id, run_id)
     tasks = loom.pipelines.tasks(run.id)
     spec = loom.pipelines.spec_of(run)
-    return {
-        **run_json(run, tasks),
-        "owner": user.name,
-        "spec": run.spec,
-        "steps": steps_json(run, spec, tasks),
-    }
+    found = {**run_json(run, tasks), "owner": user.name, "steps": steps_json(run, spec, tasks)}
+    if with_spec:
+        found["spec"] = run.spec
+    return found
 
 
 @router.patch("/runs/{run_id}", status_code=202)
