@@ -140,6 +140,14 @@ def summary(outcomes: list[Outcome], total_s: float) -> str:
     if slow:
         lines += ["", f"slowest {len(slow)} (setup, call and teardown):"]
         lines += [f"{s:8.1f}s  {tier:<9} {name}" for s, tier, name in slow]
+    failed = [
+        f"  {o.tier.name:<9} {case.get('classname')}::{case.get('name')}"
+        for o in outcomes
+        for case in _cases(o.tier.report)
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
+    if failed:  # last, so that the tail of a CI log names them
+        lines += ["", f"failed ({len(failed)}):", *failed]
     return "\n".join(lines)
 
 

@@ -504,7 +504,7 @@ def trainjob(shape: JobShape, options: KubeOptions) -> dict[str, Any]:
                 api_group=GROUP,
             ),
             trainer=t.TrainerV1alpha1Trainer(
-                image=options.image,
+                image=shape.image or options.image,
                 command=ENTRY,
                 num_nodes=shape.learners,
                 env=[
