@@ -188,6 +188,12 @@ class Settings(BaseSettings):
         "auto: confine when possible, else serve one user only; off: jobs run with the "
         "platform's rights",
     )
+    job_network: Literal["auto", "isolated", "host"] = Field(
+        default="auto",
+        description="isolated: each sandboxed job and replica on a network of its own (refuse to "
+        "start if this machine cannot); auto: so where possible, else the host's network, said "
+        "at start; host: jobs share the host's network (they can reach its ports and each other)",
+    )
     sandbox_uid_base: int = Field(default=1_500_000_000, ge=1000, le=2**31 - 2**24 - 1)
     sandbox_pids: int = Field(default=4096, ge=16, description="processes/threads per learner")
     sandbox_tmp_mb: int = Field(default=1024, ge=1, description="a learner's private /tmp")

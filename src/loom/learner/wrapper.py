@@ -22,7 +22,7 @@ from loom.learner import mlflow_api, transfer
 from loom.learner.collectors import file_collectors, line_collectors
 from loom.learner.confine import BIN, Confinement, disk_usage, process_group
 from loom.learner.shipper import Api, Shipper, write_json_atomic
-from loom.sandbox import environment, files
+from loom.sandbox import environment, files, netns
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,6 +36,7 @@ LOAD_MODEL = "S301"
 LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
 ENVIRONMENT_FAILED = "C103"
+INTERNAL = "S101"
 HOST_LOST = signal.SIGUSR2  # the engine's actor that held this learner is gone (`spawner`)
 
 LOCAL_STORE_TYPES = {"local", "mount_volume", "host_mount"}
@@ -225,6 +226,8 @@ class Learner:
         env.update(self.spec.get("env", {}))
         env["PYTHONPATH"] = str(self.dirs["MODEL_DIR"])
         env["PYTHONUNBUFFERED"] = "1"
+        if self.confined is not None:
+            env.update(self.confined.network_env())
         if self.mlflow is not None:  # MLflow's client logs here (unless the job says otherwise)
             env.update(self.mlflow.env())
         env.update(self.spec.get("user_env", {}))
@@ -244,7 +247,10 @@ class Learner:
         command, cwd = self.spec["command"], str(self.dirs["MODEL_DIR"])
         if self.confined is None:
             return ["/bin/bash", "-c", command], None
-        self.confined.prepare(self.dirs["MODEL_DIR"], self._fetched())
+        try:
+            self.confined.prepare(self.dirs["MODEL_DIR"], self._fetched())
+        except netns.NetnsUnavailable as exc:  # never started outside it instead
+            raise StepFailed(INTERNAL, f"the learner could not be started: {exc}") from exc
         return self.confined.argv(command, cwd, self.private / "bin"), self.confined.enter
 
     def process(self) -> int:
@@ -295,7 +301,10 @@ class Learner:
     def _mlflow_endpoint(self) -> mlflow_api.Endpoint | None:
         artifacts = f"file://{self.dirs['RESULT_DIR']}/artifacts"
         tracking = mlflow_api.Tracking(self.spec["job_id"], artifacts, self.shipper.put_points)
+        network = self.confined.network if self.confined is not None else None
         try:
+            if network is not None:  # listening on the job's own loopback, where it runs
+                return netns.inside(network, lambda: mlflow_api.Endpoint(tracking)).start()
             return mlflow_api.Endpoint(tracking).start()
         except OSError:  # no loopback port: the job runs, without MLflow's API
             return None
