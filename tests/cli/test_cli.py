@@ -289,7 +289,8 @@ def test_a_bad_manifest_is_told_before_anything_is_sent(tmp_path: Path) -> None:
 
 
 def test_named_contexts(server: Server, tmp_path: Path) -> None:
-    """`loom context add` keeps a platform and its token by name (0600, token never shown);
+    """`loom context add` keeps a platform, its identity key and its token by name (0600, token
+    never shown);
     the current context is used when nothing else says; `--context` picks another."""
     config = tmp_path / "config" / "contexts.yaml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
@@ -305,6 +306,7 @@ def test_named_contexts(server: Server, tmp_path: Path) -> None:
         "context", "add", "lab", "--url", server.url, "--token-stdin", stdin=server.admin_token
     )
     assert added.returncode == 0, added.stderr
+    assert "identity kept" in added.stdout  # the platform's key, which the client holds it to
     assert run("context", "add", "elsewhere", "--url", "http://127.0.0.1:9").returncode == 0
     assert config.stat().st_mode & 0o777 == 0o600
     listed = json.loads(run("context", "list", "-o", "json").stdout)

@@ -9,7 +9,7 @@ from functools import partial
 from fastapi import APIRouter, FastAPI
 
 import loom
-from loom.api import errors, openapi
+from loom.api import errors, identity, openapi
 from loom.api.limits import BodyLimit
 from loom.api.nul import NoNul
 from loom.api.platform import Platform, build_platform
@@ -91,7 +91,7 @@ def create_app(
         tokens,
         events,
     )
-    for router in (module.router for module in (operations, *routers, audit, ui)):
+    for router in (module.router for module in (operations, identity, *routers, audit, ui)):
         app.include_router(router)
     for extra in extra_routers:
         app.include_router(extra)

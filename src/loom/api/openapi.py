@@ -36,7 +36,7 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 _METHODS = ("get", "put", "post", "patch", "delete")
 # Routes that take no token: they answer none of `ERRORS` but those they declare themselves.
-OPEN_PATHS = frozenset({"/health", "/ready"})
+OPEN_PATHS = frozenset({"/health", "/ready", "/v1/identity"})
 
 # For routes that answer with something other than JSON: `responses=` in their decorators.
 ZIP: dict[int | str, dict[str, Any]] = {

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from loom.api.identity import ServerIdentity
 from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
 from loom.domain.resources import parse_memory
@@ -63,6 +64,7 @@ class Platform:
     pipelines: Pipelines
     retention: Retention | None = None
     channel: Any = None  # store.notify.PgChannel on PostgreSQL
+    identity: ServerIdentity | None = None  # this install's key pair (`api.identity`)
 
     @property
     def signals(self) -> JobSignals:
@@ -256,6 +258,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
             settings, db, keys, artifacts, lifecycle, tds, registry, deployments, experiments
         ),
     )
+    platform.identity = ServerIdentity.load(home)
     platform.experiments.driver.fence = leadership.fence
     platform.pipelines.driver.fence = leadership.fence
     lifecycle.on_change = platform.wake_drivers  # a trial's or a step's job moved: look now

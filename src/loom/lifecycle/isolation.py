@@ -34,11 +34,15 @@ class Isolation:
     network_why: str | None = None
 
     def as_json(self) -> dict[str, object]:
-        return {
+        shown: dict[str, object] = {
             "confined": self.confined,
             "description": self.description,
             "single_user": self.single_user,
+            "network": self.network,
         }
+        if self.network_why:
+            shown["network_why"] = self.network_why
+        return shown
 
     def check_new_user(self) -> None:
         if self.single_user:
@@ -60,10 +64,9 @@ def decide(settings: Settings, support: Support | None = None) -> Isolation:
     if found.sandbox:
         cgroups = found.cgroups.startswith("cgroup v")
         network, why = _network(settings, found)
-        description = found.reason if network else f"{found.reason}; {why}"
         return Isolation(
             True,
-            description,
+            found.reason,
             cgroups=cgroups,
             bwrap=found.bwrap,
             network=network,
