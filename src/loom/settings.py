@@ -232,7 +232,7 @@ class Settings(BaseSettings):
     # limits: what one user (or one address, or one job's learners) may cost the platform
     max_manifest_bytes: int = Field(default=2**20, ge=1024, description="a manifest's size")
     max_json_mb: int = Field(
-        default=16, ge=1, description="request bodies other than uploads and learners' batches"
+        default=16, ge=1, description="request bodies other than uploads (learners' batches too)"
     )
     rate_per_s: float = Field(default=20.0, gt=0, description="requests a second, per user")
     rate_burst: int = Field(default=200, ge=1, description="requests at once, per user")
@@ -252,7 +252,22 @@ class Settings(BaseSettings):
         "behind are told there are more ahead, and are not read",
     )
     max_log_lines: int | None = Field(default=1_000_000, ge=0, description="per job")
+    max_log_mb: float | None = Field(default=1024, ge=0, description="of log text per job")
     max_metric_points: int | None = Field(default=1_000_000, ge=0, description="per job")
+    max_metric_mb: float | None = Field(default=512, ge=0, description="of metric values per job")
+    max_run_info: int | None = Field(
+        default=10_000, ge=0, description="parameters and tags per job (all its runs)"
+    )
+    max_run_info_mb: float | None = Field(
+        default=16, ge=0, description="of parameter and tag keys and values per job"
+    )
+    ingest_mb_per_s: float | None = Field(
+        default=8.0,
+        gt=0,
+        description="logs, metrics and run info a user's jobs and clients may send, per second "
+        "over all of them (429 past it; learners resend)",
+    )
+    ingest_burst_mb: float = Field(default=64.0, gt=0, description="of ingest at once, per user")
     log_retention_days: float | None = Field(
         default=None, gt=0, description="delete logs and metrics of jobs ended this long ago"
     )

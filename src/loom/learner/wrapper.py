@@ -71,6 +71,7 @@ class Learner:
             spec["attempt"],
             spec["learner_id"],
             line_collectors(metrics),
+            spec.get("budgets"),
         )
         self.transfer = transfer.for_spec(spec, api, lambda line: self.shipper.put("loom", line))
         self.file_collectors = file_collectors(metrics, {k: str(v) for k, v in self.dirs.items()})
@@ -300,7 +301,12 @@ class Learner:
 
     def _mlflow_endpoint(self) -> mlflow_api.Endpoint | None:
         artifacts = f"file://{self.dirs['RESULT_DIR']}/artifacts"
-        tracking = mlflow_api.Tracking(self.spec["job_id"], artifacts, self.shipper.put_points)
+        tracking = mlflow_api.Tracking(
+            self.spec["job_id"],
+            artifacts,
+            self.shipper.put_points,
+            lambda line: self.shipper.put("loom", line),
+        )
         network = self.confined.network if self.confined is not None else None
         try:
             if network is not None:  # listening on the job's own loopback, where it runs

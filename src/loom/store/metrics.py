@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Select, delete, func, select
@@ -35,6 +35,16 @@ def insert_points(session: Session, rows: Sequence[Row]) -> int:
 def count_points(session: Session, job_id: str) -> int:
     query = select(func.count()).select_from(MetricPoint).where(MetricPoint.job_id == job_id)
     return int(session.scalar(query) or 0)
+
+
+def usage_points(session: Session, job_id: str) -> tuple[int, int]:
+    """A job's points and the characters of their values and x-axis values (as JSON)."""
+    size = func.length(MetricPoint.values) + func.coalesce(func.length(MetricPoint.etimes), 0)
+    query = select(func.count(), func.coalesce(func.sum(size), 0)).where(
+        MetricPoint.job_id == job_id
+    )
+    rows, total = session.execute(query).one()
+    return int(rows), int(total)
 
 
 def delete_points(session: Session, job_id: str, limit: int) -> int:
@@ -97,3 +107,38 @@ def read_points(
 
 def all_points(session: Session, job_id: str, **filters: Any) -> list[MetricPoint]:
     return list(session.scalars(_filtered(job_id, **filters).order_by(MetricPoint.id)))
+
+
+def x_range(session: Session, job_id: str, **filters: Any) -> tuple[int, int] | None:
+    """The lowest and highest x (the step, else the sequence number) of the filtered points."""
+    inner = _filtered(job_id, **filters).subquery()
+    x = func.coalesce(inner.c.step, inner.c.seq)
+    low, high = session.execute(select(func.min(x), func.max(x))).one()
+    return None if low is None else (int(low), int(high))
+
+
+def stream_points(
+    session: Session, job_id: str, chunk: int = 5000, **filters: Any
+) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """`(group, x, values)` of the filtered points in arrival order, read `chunk` rows at a
+    time by keyset (never the whole job in memory, nor one long-held cursor)."""
+    after = int(filters.pop("after_id", 0) or 0)
+    while True:
+        query = (
+            _filtered(job_id, after_id=after, **filters)
+            .with_only_columns(
+                MetricPoint.id,
+                MetricPoint.group,
+                MetricPoint.step,
+                MetricPoint.seq,
+                MetricPoint.values,
+            )
+            .order_by(MetricPoint.id)
+            .limit(chunk)
+        )
+        rows = session.execute(query).all()
+        for row_id, group, step, seq, values in rows:
+            yield group, step if step is not None else seq, values
+            after = row_id
+        if len(rows) < chunk:
+            return
