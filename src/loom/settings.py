@@ -251,6 +251,9 @@ class Settings(BaseSettings):
         description="queued jobs waiting for resources that a pass gives an exact reason; those "
         "behind are told there are more ahead, and are not read",
     )
+    max_model_mb: float | None = Field(
+        default=4096, ge=0, description="a registered model's files (apparent size), per job"
+    )
     max_log_lines: int | None = Field(default=1_000_000, ge=0, description="per job")
     max_log_mb: float | None = Field(default=1024, ge=0, description="of log text per job")
     max_metric_points: int | None = Field(default=1_000_000, ge=0, description="per job")

@@ -119,7 +119,9 @@ class Confinement:
 
 
 def disk_usage(path: Path) -> int:
-    """Bytes a folder takes on disk, links not followed."""
+    """Bytes a folder holds, links not followed: each file at its apparent size or what it
+    takes on disk, whichever is more (a sparse file is counted whole: stored or uploaded, it
+    takes all of it)."""
     total = 0
     with contextlib.suppress(OSError):
         for _folder, _dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
@@ -127,7 +129,7 @@ def disk_usage(path: Path) -> int:
                 with contextlib.suppress(OSError):
                     info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                     if not stat.S_ISLNK(info.st_mode):
-                        total += info.st_blocks * 512
+                        total += max(info.st_size, info.st_blocks * 512)
     return total
 
 

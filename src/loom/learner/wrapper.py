@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -247,12 +248,13 @@ class Learner:
         """The argv that runs the user's command, and what the child does before exec."""
         command, cwd = self.spec["command"], str(self.dirs["MODEL_DIR"])
         if self.confined is None:
-            return ["/bin/bash", "-c", command], None
+            return ["/bin/bash", "-c", command], _before_exec(self.storage_limit, None)
         try:
             self.confined.prepare(self.dirs["MODEL_DIR"], self._fetched())
         except netns.NetnsUnavailable as exc:  # never started outside it instead
             raise StepFailed(INTERNAL, f"the learner could not be started: {exc}") from exc
-        return self.confined.argv(command, cwd, self.private / "bin"), self.confined.enter
+        argv = self.confined.argv(command, cwd, self.private / "bin")
+        return argv, _before_exec(self.storage_limit, self.confined.enter)
 
     def process(self) -> int:
         self.mlflow = self._mlflow_endpoint()
@@ -284,6 +286,9 @@ class Learner:
         code = self.child.wait()
         self._polling.set()
         poller.join(timeout=10.0)
+        self._check_storage()  # what it wrote since the last look counts too
+        if code == -signal.SIGXFSZ and self.storage_limit and self.storage_exceeded is None:
+            self.storage_exceeded = self.storage_limit  # a file reached the limit on its own
         # The learner is over, and so is whatever it left running (it would hold on to its
         # output, its GPUs and its memory): its process group, and its whole cgroup.
         _signal_group(self.child.pid, signal.SIGKILL)
@@ -334,7 +339,7 @@ class Learner:
             self._check_memory()
             if tick % 2 == 0:
                 self._collect(final=False)
-            if tick % 8 == 0:
+            if tick % 4 == 0:
                 self._check_storage()
             if self.api.refused and not self.halting:  # nobody may hear of this attempt again
                 self.halt(0.0)
@@ -462,9 +467,9 @@ class Learner:
                     exit_code=code,
                     error_code=STORAGE_EXCEEDED,
                     message=(
-                        f"learner {self.spec['learner_id']} wrote {_mib(self.storage_exceeded)}, "
-                        f"more than its storage limit of {_mib(self.storage_limit)} (manifest "
-                        f"`storage`), and was stopped"
+                        f"learner {self.spec['learner_id']} wrote {_mib(self.storage_exceeded)} "
+                        f"(sparse files at their full size), more than its storage limit of "
+                        f"{_mib(self.storage_limit)} (manifest `storage`), and was stopped"
                     ),
                 )
             if self.memory_exceeded is not None:
@@ -519,6 +524,22 @@ class Learner:
         if self.shipper.close(deadline_s=self.retry_s):
             self.shipper.report(status, deadline_s=max(deadline - time.monotonic(), 1.0))
         return 0 if state == "COMPLETED" else 1
+
+
+def _before_exec(storage_limit: int, enter: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What the learner's child does before exec: no file it writes may pass the job's
+    `storage` (the kernel stops it with SIGXFSZ), then it enters its sandbox's cgroup and
+    network."""
+    if not storage_limit and enter is None:
+        return None
+
+    def run() -> None:
+        if storage_limit:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (storage_limit, storage_limit))
+        if enter is not None:
+            enter()
+
+    return run
 
 
 def _final(state: str) -> bool:

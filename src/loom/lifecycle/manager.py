@@ -24,6 +24,7 @@ from loom.domain.errors import (
     LaunchError,
     ManifestError,
     NotFound,
+    PayloadTooLarge,
     SecretKeyError,
 )
 from loom.domain.manifest import Manifest, manifest_from_dict
@@ -288,9 +289,14 @@ class LifecycleManager:
                 return
             results = Workspace(self.settings.jobs_dir, job.id).results
             metrics = self.tds.metrics.final(job.id)
-            version = self.registry.register(job, json.loads(job.manifest), results, metrics)
+            original = json.loads(job.manifest)
+            version = self.registry.register(
+                job, original, results, metrics, self._model_cap(original)
+            )
             if version is not None:
                 message += f"; registered model version {version.version}"
+        except PayloadTooLarge as exc:
+            message += f"; its model was not registered: {exc.message}"
         except Exception:  # a registry failure must not stop the lifecycle, nor the job
             log.exception("registering the model of job %s failed", job_id)
             message += "; its model could not be registered (see the platform log)"
@@ -298,6 +304,14 @@ class LifecycleManager:
             job = self._job(session, job_id)
             if job.state == JobState.STORING.value:
                 self._transition(session, job, JobState.COMPLETED, message)
+
+    def _model_cap(self, original: dict[str, Any]) -> int | None:
+        """The most a job's model may take: the platform's cap, and the job's `storage`."""
+        caps = [] if self.settings.max_model_mb is None else [self.settings.max_model_mb * 2**20]
+        storage = manifest_from_dict(original).storage
+        if storage:
+            caps.append(float(storage))
+        return int(min(caps)) if caps else None
 
     def _job(self, session: Session, job_id: str) -> Job:
         job = job_rows.get_job(session, job_id, lock=True)
