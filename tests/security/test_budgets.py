@@ -4,7 +4,6 @@ job's network); the reads need none."""
 
 from __future__ import annotations
 
-import json
 import statistics
 import threading
 import time
@@ -130,20 +129,23 @@ def test_a_params_flood_is_refused_and_the_platform_keeps_its_lease(platform: Se
         assert "lost the lifecycle lease" not in log and "renewing the lifecycle lease" not in log
 
 
-def test_parallel_series_reads_of_a_million_points_stay_bounded(platform: Server) -> None:
-    """Three parallel chart reads of a job with 1,000,000 points each answer within the points
-    budget (every line reduced, its extremes kept), and the API's memory grows by a small
-    bounded amount, not with the job (it used to take ~1.7 GB a read)."""
+POINTS = 300_000  # the issue's attack had 1,000,000 (see docs/security.md); the bound is the same
+
+
+def test_parallel_series_reads_of_a_huge_job_stay_bounded(platform: Server) -> None:
+    """Three parallel chart reads of a job with 300,000 points each answer within the points
+    budget (every line reduced, its spike kept), and the API's memory grows by a small bounded
+    amount, not with the job (it took ~1.7 GB a read of 1,000,000 points, ~500 MB of these)."""
     owner, token = user(platform, "bigjob")
     with owner:
         job_id = owner.submit(manifest("true"), make_zip({"a": ""}))
         assert wait_for_state(owner, job_id, FINAL)["state"] == "COMPLETED"
-        fill(platform.database_url, job_id, 1_000_000)
+        fill(platform.database_url, job_id, POINTS)
         answers: list[dict[str, Any]] = []
         server_pid = platform.process.pid if platform.process else 0
 
         def read() -> None:
-            with platform.client(token) as client:
+            with LoomClient(platform.url, token, timeout=600) as client:
                 answers.append(client.metrics(job_id, form="series", points=1000))
 
         with Watch(lambda: owner.job(job_id), server_pid) as watch:
@@ -157,23 +159,21 @@ def test_parallel_series_reads_of_a_million_points_stay_bounded(platform: Server
         for answer in answers:
             line = answer["series"]["train"]["loss"]
             assert len(line["steps"]) <= 1000
-            assert answer["downsampled"] == {"train/loss": 1_000_000, "train/accuracy": 1_000_000}
-            assert max(line["values"]) == 1000.0  # the spike at step 777,777 is kept
-        assert watch.peak - watch.base < 300 * 2**20, watch.said()
+            assert answer["downsampled"] == {"train/loss": POINTS, "train/accuracy": POINTS}
+            assert max(line["values"]) == 1000.0  # the spike at step 177,777 is kept
+        assert watch.peak - watch.base < 150 * 2**20, watch.said()
 
 
 def fill(database_url: str, job_id: str, count: int) -> None:
     """The job's points, written straight into the store (the set-up, not the attack)."""
     db = Database(database_url)
-    chunk = 50_000
-    for start in range(1, count + 1, chunk):
-        rows = []
-        for seq in range(start, min(start + chunk, count + 1)):
-            loss = 1000.0 if seq == 777_777 else 1.0 / seq
-            values = json.dumps({"loss": loss, "accuracy": seq / count})
-            rows.append((job_id, 1, 1, seq, float(seq), "train", seq, None, values))
-        with db.session() as session:
-            metric_rows.insert_points(session, rows)
+    rows = [
+        (job_id, 1, 1, seq, float(seq), "train", seq, None,
+         f'{{"loss": {1000.0 if seq == 177_777 else 1.0 / seq}, "accuracy": {seq / count}}}')
+        for seq in range(1, count + 1)
+    ]  # fmt: skip
+    with db.session() as session:
+        metric_rows.insert_points(session, rows)
     db.engine.dispose()
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     Item: TypeAlias = tuple[str, str, float] | dict[str, Any] | list[Point] | threading.Event | None
 
 BATCH = 2000
-BATCH_BYTES = 4 << 20  # a batch is one transaction on the platform's side: kept small
+BATCH_BYTES = 1 << 20  # a batch is one transaction on the platform's side: kept short
 TAIL = 20
 HEARTBEAT_S = 10.0
 
@@ -477,12 +477,20 @@ def _batch(queued: deque[dict[str, Any]], field: str) -> list[dict[str, Any]]:
     return out
 
 
-def read_spool(path: Path) -> list[dict[str, Any]]:
-    """The lines of a spool file; a torn last line (a crash mid-write) is skipped."""
+SPOOL_TAIL = 64 << 20  # what is read back of a spool: what was not delivered is at its end
+
+
+def read_spool(path: Path, tail: int = SPOOL_TAIL) -> list[dict[str, Any]]:
+    """The lines of a spool file, from its last `tail` bytes only (a learner's whole output
+    is never held in the platform's memory); a torn line (a crash mid-write) is skipped."""
     lines: list[dict[str, Any]] = []
     if not path.exists():
         return lines
-    with path.open(encoding="utf-8") as spool:
+    with path.open("rb") as spool:
+        size = spool.seek(0, os.SEEK_END)
+        spool.seek(max(0, size - tail))
+        if size > tail:
+            spool.readline()  # the first, partial line
         for raw in spool:
             try:
                 lines.append(json.loads(raw))

@@ -475,6 +475,8 @@ class LifecycleManager:
             status = self.launcher.status(learner.handle)
             if status.liveness == Liveness.LOST:
                 self.launcher.terminate(learner.handle, 0.0)  # whatever it left running
+            if _finishing(status):
+                continue  # its wrapper is still delivering: its own report comes next
             try:
                 with session.begin_nested():  # one learner's trouble is not every job's
                     self._apply(session, job, learner, self._as_report(job, learner, status))
@@ -591,3 +593,10 @@ class LifecycleManager:
                 for learner in self._current(session, job):
                     learner.state = JobState.FAILED.value
                 self._transition(session, job, JobState.FAILED, message, ErrorCode.INTERNAL.value)
+
+
+def _finishing(status: LearnerStatus) -> bool:
+    """The wrapper has written its outcome but is still alive, sending what it spooled: taking
+    the outcome now would store its spool a second time beside it (and read all of it)."""
+    state = (status.report or {}).get("state")
+    return status.liveness == Liveness.RUNNING and state in {s.value for s in TERMINAL_STATES}

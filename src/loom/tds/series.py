@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 # (x, arrival order, value): x is the point's step (its sequence number where it has none).
@@ -26,33 +25,43 @@ MAX_LINES = 200
 MAX_OMITTED_COUNTED = 10_000
 
 
-@dataclass
-class _Bucket:
-    first: Sample
-    last: Sample
-    low: Sample | None = None
-    high: Sample | None = None
+class _Line:
+    """One line's points: exact up to the budget, and per bucket its first, last, lowest and
+    highest samples (kept as a list of four, updated in place: this runs for every value)."""
 
-    def add(self, sample: Sample) -> None:
-        self.last = sample
+    __slots__ = ("buckets", "budget", "count", "exact")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.exact: list[Sample] = []
+        self.buckets: dict[int, list[Sample]] = {}
+        self.count = 0
+
+    def add(self, sample: Sample, bucket: int) -> None:
+        self.count += 1
+        if self.count <= self.budget:
+            self.exact.append(sample)
+        elif self.exact:
+            self.exact = []  # past the budget: the buckets speak for the line
+        found = self.buckets.get(bucket)
+        if found is None:
+            self.buckets[bucket] = [sample, sample, sample, sample]
+            return
+        found[1] = sample
         value = sample[2]
         if value is None:
             return
-        if self.low is None or self.low[2] is None or value < self.low[2]:
-            self.low = sample
-        if self.high is None or self.high[2] is None or value > self.high[2]:
-            self.high = sample
+        low, high = found[2][2], found[3][2]
+        if low is None or value < low:
+            found[2] = sample
+        if high is None or value > high:
+            found[3] = sample
 
-    def samples(self) -> set[Sample]:
-        return {s for s in (self.first, self.last, self.low, self.high) if s is not None}
-
-
-@dataclass
-class _Line:
-    budget: int
-    exact: list[Sample] = field(default_factory=list)
-    buckets: dict[int, _Bucket] = field(default_factory=dict)
-    count: int = 0
+    def kept(self) -> list[Sample]:
+        if self.count <= self.budget:
+            return self.exact
+        samples = {s for kept in self.buckets.values() for s in kept}
+        return sorted(samples, key=lambda s: (s[0], s[1]))
 
 
 class SeriesReducer:
@@ -77,6 +86,7 @@ class SeriesReducer:
 
     def add(self, group: str, x: int, values: dict[str, Any]) -> None:
         self.seen += 1
+        bucket = self._bucket(x)
         for name, value in values.items():
             if self.name is not None and name != self.name:
                 continue
@@ -88,19 +98,8 @@ class SeriesReducer:
                         self.omitted.add(key)
                     continue
                 line = self.lines[key] = _Line(self.budget)
-            self._add(line, (x, self.seen, _number(value)))
-
-    def _add(self, line: _Line, sample: Sample) -> None:
-        line.count += 1
-        if line.count <= line.budget:
-            line.exact.append(sample)
-        elif line.exact:
-            line.exact = []  # past the budget: the buckets speak for the line
-        bucket = self._bucket(sample[0])
-        found = line.buckets.get(bucket)
-        if found is None:
-            found = line.buckets[bucket] = _Bucket(sample, sample)
-        found.add(sample)
+            number = value if type(value) is float else _number(value)
+            line.add((x, self.seen, number), bucket)
 
     def _bucket(self, x: int) -> int:
         span = self.high - self.low
@@ -110,19 +109,14 @@ class SeriesReducer:
         return min(int(at * self.buckets), self.buckets - 1)
 
     def result(self) -> dict[str, Any]:
-        """`{"series": {group: {name: {"steps", "values"}}}, "points": {...}, ...}`: each line
-        exact in arrival order when it fits the budget, else its buckets' samples in x order
-        (`downsampled` names those lines, with how many points they had)."""
+        """`{"series": {group: {name: {"steps", "values"}}}, …}`: each line exact in arrival
+        order when it fits the budget, else its buckets' samples in x order (`downsampled`
+        names those lines, with how many points they had)."""
         series: dict[str, dict[str, dict[str, list[Any]]]] = {}
         downsampled: dict[str, int] = {}
         for (group, name), line in self.lines.items():
-            if line.count <= line.budget:
-                kept = line.exact
-            else:
-                kept = sorted(
-                    {s for b in line.buckets.values() for s in b.samples()},
-                    key=lambda s: (s[0], s[1]),
-                )
+            kept = line.kept()
+            if line.count > line.budget:
                 downsampled[f"{group}/{name}"] = line.count
             series.setdefault(group, {})[name] = {
                 "steps": [s[0] for s in kept],
