@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     )
     database_url: str | None = Field(default=None, description="default: SQLite under home")
     admin_token: SecretStr | None = None
+    docs_public: bool = Field(
+        default=False,
+        description="serve /docs, /redoc and /openapi.json to anyone; default: signed-in users",
+    )
     metrics_public: bool = Field(
         default=False,
         description="serve /metrics to anyone (a scraper on a trusted network); default: admins",

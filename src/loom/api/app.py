@@ -28,6 +28,7 @@ from loom.api.routers import (
     models,
     operations,
     pipelines,
+    session,
     tokens,
     transfers,
     users,
@@ -61,6 +62,9 @@ def create_app(
         version=loom.__version__,
         description="Submit, run, follow and keep deep-learning training jobs.",
         lifespan=lifespan,
+        docs_url=None,  # served by `openapi.install`, to signed-in callers
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.platform = platform
     errors.install(app)
@@ -85,6 +89,7 @@ def create_app(
         models,
         deployments,
         users,
+        session,
         learner,
         transfers,
         admin,
@@ -96,5 +101,5 @@ def create_app(
     for extra in extra_routers:
         app.include_router(extra)
 
-    openapi.install(app)
+    openapi.install(app, public=settings.docs_public)
     return app
