@@ -50,7 +50,7 @@ def existing(
     query = select(RunInfo.kind, RunInfo.key).where(
         RunInfo.job_id == job_id, RunInfo.key.in_(names)
     )
-    return {(kind, key) for kind, key in session.execute(query).tuples()} & set(keys)
+    return {(kind, key) for kind, key in session.execute(query)} & set(keys)
 
 
 def usage(session: Session, job_id: str) -> tuple[int, int]:
