@@ -17,4 +17,7 @@ from loom.settings import Settings
 
 def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastAPI:
     """The platform's app: the core API with every dialect's routes beside it."""
-    return create_core_app(settings, launcher=launcher, extra_routers=dialects.routers())
+    app = create_core_app(settings, launcher=launcher, extra_routers=dialects.routers())
+    for middleware in dialects.middleware():
+        app.add_middleware(middleware)  # type: ignore[arg-type]
+    return app

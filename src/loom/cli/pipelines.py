@@ -192,7 +192,8 @@ def runs_table(found: list[dict[str, Any]]) -> Table:
     scheduled = any(r.get("schedule") for r in found)
     table = Table(
         whole("ID", [r["id"] for r in found]), "PIPELINE", *(["SCHEDULE"] if scheduled else []),
-        *(["OWNER"] if owners else []), "STATE", "STEPS", "CACHED", "STARTED", "DURATION",
+        *(["OWNER"] if owners else []), whole("STATE", [r["state"] for r in found]), "STEPS",
+        "CACHED", Column("STARTED", no_wrap=True), "DURATION",
     )  # fmt: skip
     for r in found:
         by_state: dict[str, int] = r.get("steps_by_state") or {}

@@ -16,8 +16,20 @@ routers. Dialects do not import each other.
 from __future__ import annotations
 
 from fastapi import APIRouter
+from starlette.types import ASGIApp
+
+from loom.dialects import ffdl
 
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
-    return []
+    from loom.dialects.apply.router import router as apply  # imported late: dialects import
+    # `loom.dialects.kinds`, which imports this package first
+
+    return [ffdl.router, apply]
+
+
+def middleware() -> list[type[ASGIApp]]:
+    """ASGI middleware that sends a dialect's clients on paths Loom also serves to that
+    dialect's routes (FfDL's on `/v1/models`), added by `loom.app.create_app`."""
+    return [ffdl.RecogniseFfdlClients]
