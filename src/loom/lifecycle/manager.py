@@ -25,7 +25,6 @@ from loom.domain.errors import (
     LaunchError,
     ManifestError,
     NotFound,
-    PayloadTooLarge,
     SecretKeyError,
 )
 from loom.domain.manifest import Manifest, manifest_from_dict
@@ -49,6 +48,7 @@ from loom.lifecycle.admission import (
 )
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.environments import check_learner_image, plan_for, spec_section
+from loom.lifecycle.registration import register_model
 from loom.lifecycle.scheduler import allocate_devices
 from loom.lifecycle.ticker import Ticker
 from loom.lifecycle.workspace import Workspace, api_certificates
@@ -296,37 +296,13 @@ class LifecycleManager:
         """A completed job's model becomes a new version in the registry (in the registry's own
         transaction, after the one that saw the learners complete), then the job COMPLETED."""
         assert self.registry is not None
-        message = "all learners completed"
-        try:
-            with self.db.session() as session:
-                job = job_rows.get_job(session, job_id)
-            if job is None:
-                return
-            results = Workspace(self.settings.jobs_dir, job.id).results
-            metrics = self.tds.metrics.final(job.id)
-            original = json.loads(job.manifest)
-            version = self.registry.register(
-                job, original, results, metrics, self._model_cap(original)
-            )
-            if version is not None:
-                message += f"; registered model version {version.version}"
-        except PayloadTooLarge as exc:
-            message += f"; its model was not registered: {exc.message}"
-        except Exception:  # a registry failure must not stop the lifecycle, nor the job
-            log.exception("registering the model of job %s failed", job_id)
-            message += "; its model could not be registered (see the platform log)"
+        message = register_model(self.db, self.registry, self.tds, self.settings, job_id)
+        if message is None:
+            return
         with self._session() as session:
             job = self._job(session, job_id)
             if job.state == JobState.STORING.value:
                 self._transition(session, job, JobState.COMPLETED, message)
-
-    def _model_cap(self, original: dict[str, Any]) -> int | None:
-        """The most a job's model may take: the platform's cap, and the job's `storage`."""
-        caps = [] if self.settings.max_model_mb is None else [self.settings.max_model_mb * 2**20]
-        storage = manifest_from_dict(original).storage
-        if storage:
-            caps.append(float(storage))
-        return int(min(caps)) if caps else None
 
     def _job(self, session: Session, job_id: str) -> Job:
         job = job_rows.get_job(session, job_id, lock=True)
