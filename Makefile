@@ -7,7 +7,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 CHECKED := src tests bench examples tools
 
 .PHONY: demo test check lint check-types unit bench-launch audit sandbox-tools postgres-tools \
-	browser-tools ui ui-if-node clean
+	browser-tools ui ui-if-node foreign-clients clean
 
 # The pip a venv starts with may be older than its security fixes (23.2.1: PYSEC-2023-228).
 $(BIN)/python:
@@ -60,6 +60,15 @@ browser-tools:
 		(apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null); \
 	else echo "chromium is not installed: install it (apt-get install chromium)"; exit 1; fi
 
+# Foreign clients the dialects' tests drive for real, each in a venv of its own (tests/venvs.py
+# makes the same one, with the same marker, when a test needs it and it is not there).
+.venvs/kfp/.installed:
+	$(PYTHON) -m venv --clear .venvs/kfp
+	.venvs/kfp/bin/python -m pip install -q --disable-pip-version-check kfp==2.17.3
+	printf 'kfp==2.17.3\n' > $@
+
+foreign-clients: .venvs/kfp/.installed
+
 demo: $(VENV)/.demo-installed sandbox-tools ui-if-node
 	$(BIN)/python examples/demo.py
 
@@ -81,7 +90,7 @@ check: $(VENV)/.test-installed
 # Everything: the above, the UI's own tests, every integration test on SQLite (in parallel over
 # the cores), the browser tests, and the tests whose behaviour depends on the database again on
 # PostgreSQL (marker `db`). It ends with a summary: each tier's tests and time, the slowest 15.
-test: $(VENV)/.test-installed sandbox-tools postgres-tools browser-tools ui
+test: $(VENV)/.test-installed sandbox-tools postgres-tools browser-tools ui foreign-clients
 	$(BIN)/python tools/test_tiers.py test
 
 # Known vulnerabilities in what is installed. Where PyPI's JSON API and osv.dev cannot be reached,

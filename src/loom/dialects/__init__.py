@@ -15,21 +15,37 @@ routers. Dialects do not import each other.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from starlette.types import ASGIApp
+from typing import TYPE_CHECKING
 
-from loom.dialects import ffdl
+if TYPE_CHECKING:  # imported where used: a job's KFP executor imports a dialect, not FastAPI
+    from fastapi import APIRouter
+    from starlette.types import ASGIApp
+
+    from loom.domain.pipeline_dialects import PipelineDialect
 
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
+    from loom.dialects import ffdl
     from loom.dialects.apply.router import router as apply  # imported late: dialects import
-    # `loom.dialects.kinds`, which imports this package first
 
-    return [ffdl.router, apply]
+    # `loom.dialects.kinds`, which imports this package first
+    from loom.dialects.kfp import api_catalog, api_runs
+
+    return [ffdl.router, apply, api_catalog.router, api_runs.router]
 
 
 def middleware() -> list[type[ASGIApp]]:
     """ASGI middleware that sends a dialect's clients on paths Loom also serves to that
     dialect's routes (FfDL's on `/v1/models`), added by `loom.app.create_app`."""
+    from loom.dialects import ffdl
+
     return [ffdl.RecogniseFfdlClients]
+
+
+def pipeline_dialects() -> list[PipelineDialect]:
+    """The foreign pipeline formats `loom pipelines run` and `POST /v1/pipelines/runs` take."""
+    from loom.dialects.argo.translate import ArgoDialect
+    from loom.dialects.kfp.translate import KfpDialect
+
+    return [KfpDialect(), ArgoDialect()]

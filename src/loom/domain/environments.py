@@ -93,15 +93,20 @@ class Plan:
     runtime: str
     python: str
     packages: tuple[str, ...]
+    no_deps: tuple[str, ...] = ()  # installed after `packages`, without their dependencies
 
     def digest(self, sources: Sequence[str] = ()) -> str:
         """The environment's name on disk: its content, and where its packages come from."""
-        text = json.dumps([self.python, list(self.packages), list(sources)])
+        content: list[object] = [self.python, list(self.packages), list(sources)]
+        if self.no_deps:  # so that the plans there were before keep their names
+            content.append(list(self.no_deps))
+        text = json.dumps(content)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def describe(self) -> str:
-        count = len(self.packages)
-        listed = ", ".join(self.packages[:3]) + (", …" if count > 3 else "")
+        named = [*self.packages, *self.no_deps]
+        count = len(named)
+        listed = ", ".join(named[:3]) + (", …" if count > 3 else "")
         return f"{self.runtime}, python {self.python}: {count} packages ({listed})"
 
 
@@ -170,6 +175,7 @@ def plan(
     provided: Mapping[str, str],
     gpus: int = 0,
     install_framework: bool = True,
+    no_deps: Sequence[str] = (),
 ) -> Plan | None:
     """What the job needs installed beside the platform's packages; None when it runs in the
     platform's Python as it is (its framework is there, at the version asked for, and it asks
@@ -187,14 +193,15 @@ def plan(
             named = {_name(p) for p in packages}
             if not named & each.distributions:  # the job's own pin wins
                 packages.insert(0, framework_package)
-    if not packages:
+    if not packages and not no_deps:
         return None
-    if len(packages) > MAX_PACKAGES:
+    if len(packages) + len(no_deps) > MAX_PACKAGES:
         raise EnvironmentProblem(
-            f"{len(packages)} packages; at most {MAX_PACKAGES}", "environment.pip"
+            f"{len(packages) + len(no_deps)} packages; at most {MAX_PACKAGES}", "environment.pip"
         )
     unique = sorted({normalized(p) for p in packages})
-    return Plan(runtime.name, python, tuple(unique))
+    alone = sorted({normalized(p) for p in no_deps})
+    return Plan(runtime.name, python, tuple(unique), tuple(alone))
 
 
 def asked_version(runtime: Runtime, version: str | None, python: str) -> FrameworkVersion:

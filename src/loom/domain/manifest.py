@@ -149,6 +149,9 @@ class Environment(_Strict):
     a requirements file in its code (`requirements`), Python's version, and variables."""
 
     pip: list[Text] = Field(default_factory=list, max_length=MAX_PACKAGES)
+    # installed without their own dependencies (pip's --no-deps): a package whose dependencies
+    # the job does not import (KFP's runtime), or that clash with what the job has
+    pip_no_deps: list[Text] = Field(default_factory=list, max_length=MAX_PACKAGES)
     requirements: Text | None = Field(default=None, min_length=1, max_length=300)
     python: Text | None = Field(default=None, pattern=r"^3\.\d{1,2}$")
     # False: the job brings its framework itself (its pip list, its image), or needs only the
@@ -156,7 +159,7 @@ class Environment(_Strict):
     install_framework: bool = True
     env: dict[str, Text] = Field(default_factory=dict)
 
-    @field_validator("pip")
+    @field_validator("pip", "pip_no_deps")
     @classmethod
     def _requirements(cls, value: list[str]) -> list[str]:
         for index, text in enumerate(value):

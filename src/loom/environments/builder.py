@@ -68,6 +68,7 @@ class Request:
     root: Path
     packages: list[str]
     describe: str = ""
+    no_deps: list[str] = field(default_factory=list)  # installed after, without dependencies
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
@@ -85,6 +86,7 @@ class Request:
             root=Path(spec["root"]),
             packages=[str(p) for p in spec["packages"]],
             describe=str(spec.get("describe", "")),
+            no_deps=[str(p) for p in spec.get("no_deps", [])],
             index_url=spec.get("index_url"),
             extra_index_urls=list(spec.get("extra_index_urls", [])),
             find_links=list(spec.get("find_links", [])),
@@ -206,7 +208,10 @@ def build(request: Request, log: Say, progress: Say) -> None:
     try:
         _run(_venv_command(folder), request, keep)
         _layer(folder)
-        _run(_install_command(request), request, keep)
+        if request.packages:
+            _run(_install_command(request, request.packages), request, keep)
+        if request.no_deps:
+            _run(_install_command(request, request.no_deps, "--no-deps"), request, keep)
         _compile(folder, request, keep)
         _readable(folder)
     except BuildFailed:
@@ -217,6 +222,7 @@ def build(request: Request, log: Say, progress: Say) -> None:
     marker = {
         "digest": request.digest,
         "packages": request.packages,
+        "no_deps": request.no_deps,
         "describe": request.describe,
         "base": _base_paths(),
         "built_at": time.time(),
@@ -246,9 +252,9 @@ def _venv_command(folder: Path) -> list[str]:
     return [uv_binary(), "venv", "--no-config", "--python", sys.executable, str(folder)]
 
 
-def _install_command(request: Request) -> list[str]:
+def _install_command(request: Request, packages: list[str], *options: str) -> list[str]:
     command = [uv_binary(), "pip", "install", "--no-config", "--python"]
-    command += [str(_python(request.folder)), "--color", "never", "--no-progress"]
+    command += [str(_python(request.folder)), "--color", "never", "--no-progress", *options]
     if not request.source_builds:
         command.append("--no-build")
     if request.index_url:
@@ -259,7 +265,7 @@ def _install_command(request: Request) -> list[str]:
         command += ["--find-links", place]
     if request.index_strategy != "first-index":
         command += ["--index-strategy", request.index_strategy]
-    return [*command, "--", *request.packages]
+    return [*command, "--", *packages]
 
 
 def _compile_command(folder: Path) -> list[str]:

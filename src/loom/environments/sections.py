@@ -58,6 +58,7 @@ class Sources:
             "digest": plan.digest(sources),
             "root": str(self.root),
             "packages": list(plan.packages),
+            "no_deps": list(plan.no_deps),
             "describe": plan.describe(),
             "index_url": self.index_url,
             "extra_index_urls": list(self.extra_index_urls),

@@ -44,6 +44,7 @@ def plan_for(manifest: Manifest, code: bytes | Path) -> environments.Plan | None
             provided=provided(),
             gpus=manifest.gpus,
             install_framework=wanted.install_framework if wanted else True,
+            no_deps=wanted.pip_no_deps if wanted else (),
         )
     except environments.EnvironmentProblem as exc:
         raise ManifestError(f"field `{exc.field}`: {exc.message}", field=exc.field) from exc

@@ -320,6 +320,9 @@ class PipelineRun(Base):
     schedule: Mapped[str] = mapped_column(String(100), default="")  # the one that started it
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+    # a sub-pipeline's run: the run whose `pipeline` step started it (None: a run of its own)
+    parent_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    outputs: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the spec's `outputs`, at its end
 
 
 class PipelineSchedule(Base):
@@ -456,6 +459,25 @@ class Lease(Base):
     term: Mapped[int] = mapped_column(BigInteger)
     acquired_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
+
+
+class DialectObject(Base):
+    """What a foreign API keeps that has no Loom table of its own (KFP's pipelines, their
+    versions and experiments, a run's KFP fields; Argo's WorkflowTemplates), as that API's
+    JSON, owned like everything else."""
+
+    __tablename__ = "dialect_objects"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    dialect: Mapped[str] = mapped_column(String(20))  # kfp, argo
+    kind: Mapped[str] = mapped_column(String(40))  # pipeline, pipeline_version, experiment, …
+    name: Mapped[str] = mapped_column(String(255))
+    parent_id: Mapped[str | None] = mapped_column(String(64), index=True)  # a version's pipeline
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_dialect_objects_kind", "owner_id", "dialect", "kind", "name"),)
 
 
 class KubeObject(Base):

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from loom.dialects.kfp.ir import as_applied
 from loom.dialects.kinds import Document
 from loom.domain import spec_checks as check
 from loom.domain.errors import ManifestError
@@ -33,7 +34,7 @@ def parse(body: bytes, content_type: str = "") -> list[Document]:
     """Every document of the body, in order; refused naming the document and the field."""
     is_json = "json" in content_type or body.lstrip()[:1] in (b"{", b"[")
     found = _json(body) if is_json else _yaml(body)
-    documents = [d for d in found if d is not None]
+    documents = as_applied([d for d in found if d is not None])  # a compiled KFP pipeline
     if not documents:
         raise ManifestError("the request holds no document: give one or several objects")
     if len(documents) > MAX_DOCUMENTS:

@@ -1,7 +1,7 @@
 """deployments: the runtime asked for, packages, explainer, transformer and inference graph
 
 Revision ID: 0021_custom_serving
-Revises: 0019_kube_objects
+Revises: 0020_kfp_argo
 Create Date: 2026-11-26 14:00:00.000000
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0021_custom_serving"
-down_revision = "0019_kube_objects"
+down_revision = "0020_kfp_argo"
 branch_labels = None
 depends_on = None
 
