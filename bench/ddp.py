@@ -3,7 +3,8 @@
 The digits example (`examples/digits-pytorch/train.py`, gloo on CPU) with 2 ranks: wall time
 from submission (or from starting torchrun) to the end, and to both ranks running (each rank's
 first line), median of N runs, alternating the systems:
-  - on this machine: torchrun --nproc_per_node=2 beside Loom's local launcher,
+  - on this machine: torchrun --nproc_per_node=2 beside Loom's local launcher (its learners on
+    their job's own network namespace, the default, and on the host's: LOOM_JOB_NETWORK=host),
   - on two nodes: torchrun as two nodes (one agent a node, `--nnodes=2 --node_rank=R`, both here)
     beside Loom with LOOM_LAUNCHER=ray on a two-node Ray cluster (see ray_cluster.py), its
     learners placed `strict_spread` (one a node, each node with the learner's one CPU).
@@ -34,10 +35,11 @@ from loom.client.archive import zip_folder
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits-pytorch"
 TORCHRUN_1, LOOM_LOCAL = "torchrun --nproc_per_node=2", "Loom, 2 learners (local launcher)"
+LOOM_HOST_NET = "Loom, 2 learners (local, LOOM_JOB_NETWORK=host)"
 TORCHRUN_2 = "torchrun --nnodes=2 --nproc_per_node=1"
 LOOM_RAY = "Loom, 2 learners (Ray launcher, strict_spread)"
-BESIDE = {LOOM_LOCAL: TORCHRUN_1, LOOM_RAY: TORCHRUN_2}
-WHERE = {TORCHRUN_1: "this machine", LOOM_LOCAL: "this machine",
+BESIDE = {LOOM_LOCAL: TORCHRUN_1, LOOM_HOST_NET: TORCHRUN_1, LOOM_RAY: TORCHRUN_2}
+WHERE = {TORCHRUN_1: "this machine", LOOM_LOCAL: "this machine", LOOM_HOST_NET: "this machine",
          TORCHRUN_2: "2 nodes, both here", LOOM_RAY: "2-node Ray cluster"}  # fmt: skip
 
 
@@ -104,11 +106,14 @@ def main() -> None:
     args = parser.parse_args()
     with ExitStack() as stack:
         local = platform(stack)
+        host_net = platform(stack, LOOM_JOB_NETWORK="host")
         systems = {
             TORCHRUN_1: lambda: torchrun(args.epochs),
             LOOM_LOCAL: lambda: loom(local, args.epochs),
+            LOOM_HOST_NET: lambda: loom(host_net, args.epochs),
         }
         loom(local, 2)  # warm-up: the platform's first job pays for its imports
+        loom(host_net, 2)
         if not args.no_cluster:
             # Each node has the one CPU a learner asks for: a learner has its node to itself.
             cluster = stack.enter_context(RayCluster(cpus=1))

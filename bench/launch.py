@@ -5,8 +5,9 @@ and to the job's end, median over N runs after a warm-up run, measured in one ru
 machine for
   - the bare command (a subprocess, its stdout read by this process),
   - Loom (the embedded platform: REST submit, queue, learner wrapper, log stream over SSE),
-    with its learners sandboxed (bubblewrap + cgroup, the default where it can) and without
-    (LOOM_ISOLATION=off): the difference is the sandbox's cost,
+    with its learners sandboxed (bubblewrap + cgroup + a network namespace per job, the default
+    where it can), sandboxed on the host's network (LOOM_JOB_NETWORK=host: the difference is
+    the namespace's cost) and unconfined (LOOM_ISOLATION=off: the sandbox's whole cost),
   - Ray Jobs (its JobSubmissionClient, see ray_jobs_probe.py) to a local Ray head, in its own venv,
   - on one two-node Ray cluster (see ray_cluster.py): Loom with LOOM_LAUNCHER=ray (the job's
     learner a Ray actor, sandboxed on its node) beside Ray Jobs.
@@ -24,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -82,28 +84,46 @@ def bare(runs: int) -> list[tuple[float, float]]:
 def loom(runs: int, **env: str) -> list[tuple[float, float]]:
     """Loom with these settings (`LOOM_*` variables): the first job warms the server's imports
     and caches, the next `runs` are measured."""
-    server, client, home = start_loom(**env)
-    out = []
+    return interleaved(runs, {"": env})[""]
+
+
+def interleaved(
+    runs: int, configs: dict[str, dict[str, str]]
+) -> dict[str, list[tuple[float, float]]]:
+    """One platform per configuration, all started first; then their jobs in turn (one of
+    each, `runs + 1` times, the first round a warm-up), so that what the machine is doing at
+    the time weighs on each of them alike."""
+    started = {name: start_loom(**env) for name, env in configs.items()}
+    out: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
     try:
-        code_dir = home / "code"
-        code_dir.mkdir()
-        (code_dir / "README").write_text("a trivial job\n")
-        code = zip_folder(code_dir)
+        codes = {}
+        for name, (_server, _client, home) in started.items():
+            code_dir = home / "code"
+            code_dir.mkdir()
+            (code_dir / "README").write_text("a trivial job\n")
+            codes[name] = zip_folder(code_dir)
         for i in range(runs + 1):
-            began = time.perf_counter()
-            job_id = client.submit(MANIFEST, code)
-            first = None
-            for kind, _data in client.follow(job_id):
-                if kind == "line" and first is None:
-                    first = time.perf_counter() - began
-            done = time.perf_counter() - began
-            if i > 0:
-                out.append((first or done, done))
+            for name, (_server, client, _home) in started.items():
+                measured = one_job(client, codes[name])
+                if i > 0:
+                    out[name].append(measured)
     finally:
-        client.close()
-        server.terminate()
-        server.wait(timeout=30)
+        for server, client, _home in started.values():
+            client.close()
+            server.terminate()
+            server.wait(timeout=30)
     return out
+
+
+def one_job(client: Any, code: bytes) -> tuple[float, float]:
+    began = time.perf_counter()
+    job_id = client.submit(MANIFEST, code)
+    first = None
+    for kind, _data in client.follow(job_id):
+        if kind == "line" and first is None:
+            first = time.perf_counter() - began
+    done = time.perf_counter() - began
+    return first or done, done
 
 
 def ray_jobs(runs: int, cluster: RayCluster) -> list[tuple[float, float]]:
@@ -138,14 +158,19 @@ def main() -> None:
     args = parser.parse_args()
 
     bare_command = Measured("bare command", HERE, bare(args.runs))
-    sandboxed = loom(args.runs, LOOM_ISOLATION="auto")
-    loom_local = Measured("Loom (local launcher, sandboxed)", HERE, sandboxed)
-    unconfined = loom(args.runs, LOOM_ISOLATION="off")
-    measured = [
-        bare_command,
-        loom_local,
-        Measured("Loom (local launcher, LOOM_ISOLATION=off)", HERE, unconfined),
-    ]
+    locally = interleaved(
+        args.runs,
+        {
+            "Loom (local launcher, sandboxed)": {"LOOM_ISOLATION": "auto"},
+            "Loom (sandboxed, LOOM_JOB_NETWORK=host)": {
+                "LOOM_ISOLATION": "auto",
+                "LOOM_JOB_NETWORK": "host",
+            },
+            "Loom (local launcher, LOOM_ISOLATION=off)": {"LOOM_ISOLATION": "off"},
+        },
+    )
+    loom_local, host_network, unconfined = (Measured(n, HERE, r) for n, r in locally.items())
+    measured = [bare_command, loom_local, host_network, unconfined]
     if not args.no_ray:
         with RayCluster(cpus=2, nodes=1, python=str(peer_python("ray", RAY))) as head:
             measured.append(Measured(RAY_JOBS, HEAD, ray_jobs(args.runs, head)))
@@ -158,6 +183,8 @@ def main() -> None:
     ]  # fmt: skip
     header = ["system", "where", "runs", "submit→first line (s)", "submit→done (s)", "overhead (s)"]
     print(table(f"launch overhead of `{COMMAND}` (median)", header, rows))
+    namespace_ms = (loom_local.done - host_network.done) * 1000
+    print(f"\nThe job's network namespace costs {namespace_ms:+.1f} ms per job (one learner)")
     found = {(m.system, m.where): m for m in measured}
     if (RAY_JOBS, HEAD) in found:
         ratio = found[RAY_JOBS, HEAD].done / loom_local.done

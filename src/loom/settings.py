@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     )
     database_url: str | None = Field(default=None, description="default: SQLite under home")
     admin_token: SecretStr | None = None
+    docs_public: bool = Field(
+        default=False,
+        description="serve /docs, /redoc and /openapi.json to anyone; default: signed-in users",
+    )
     metrics_public: bool = Field(
         default=False,
         description="serve /metrics to anyone (a scraper on a trusted network); default: admins",
@@ -194,6 +198,12 @@ class Settings(BaseSettings):
         "auto: confine when possible, else serve one user only; off: jobs run with the "
         "platform's rights",
     )
+    job_network: Literal["auto", "isolated", "host"] = Field(
+        default="auto",
+        description="isolated: each sandboxed job and replica on a network of its own (refuse to "
+        "start if this machine cannot); auto: so where possible, else the host's network, said "
+        "at start; host: jobs share the host's network (they can reach its ports and each other)",
+    )
     sandbox_uid_base: int = Field(default=1_500_000_000, ge=1000, le=2**31 - 2**24 - 1)
     sandbox_pids: int = Field(default=4096, ge=16, description="processes/threads per learner")
     sandbox_tmp_mb: int = Field(default=1024, ge=1, description="a learner's private /tmp")
@@ -232,7 +242,7 @@ class Settings(BaseSettings):
     # limits: what one user (or one address, or one job's learners) may cost the platform
     max_manifest_bytes: int = Field(default=2**20, ge=1024, description="a manifest's size")
     max_json_mb: int = Field(
-        default=16, ge=1, description="request bodies other than uploads and learners' batches"
+        default=16, ge=1, description="request bodies other than uploads (learners' batches too)"
     )
     rate_per_s: float = Field(default=20.0, gt=0, description="requests a second, per user")
     rate_burst: int = Field(default=200, ge=1, description="requests at once, per user")
@@ -251,8 +261,26 @@ class Settings(BaseSettings):
         description="queued jobs waiting for resources that a pass gives an exact reason; those "
         "behind are told there are more ahead, and are not read",
     )
+    max_model_mb: float | None = Field(
+        default=4096, ge=0, description="a registered model's files (apparent size), per job"
+    )
     max_log_lines: int | None = Field(default=1_000_000, ge=0, description="per job")
+    max_log_mb: float | None = Field(default=1024, ge=0, description="of log text per job")
     max_metric_points: int | None = Field(default=1_000_000, ge=0, description="per job")
+    max_metric_mb: float | None = Field(default=512, ge=0, description="of metric values per job")
+    max_run_info: int | None = Field(
+        default=10_000, ge=0, description="parameters and tags per job (all its runs)"
+    )
+    max_run_info_mb: float | None = Field(
+        default=16, ge=0, description="of parameter and tag keys and values per job"
+    )
+    ingest_mb_per_s: float | None = Field(
+        default=8.0,
+        gt=0,
+        description="logs, metrics and run info a user's jobs and clients may send, per second "
+        "over all of them (429 past it; learners resend)",
+    )
+    ingest_burst_mb: float = Field(default=64.0, gt=0, description="of ingest at once, per user")
     log_retention_days: float | None = Field(
         default=None, gt=0, description="delete logs and metrics of jobs ended this long ago"
     )

@@ -258,9 +258,14 @@ def test_results_zip_is_readable_while_empty(seat: Seat) -> None:
 
 
 def test_health_and_openapi(seat: Seat) -> None:
-    """/health answers without a token; /openapi.json documents the job endpoints."""
+    """/health answers without a token; /openapi.json documents the job endpoints, and it and
+    /docs and /redoc answer only a signed-in caller (LOOM_DOCS_PUBLIC opens them)."""
     assert httpx.get(f"{seat.url}/health").json()["status"] == "ok"
-    spec = httpx.get(f"{seat.url}/openapi.json").json()
+    for path in ("/openapi.json", "/docs", "/redoc"):
+        assert httpx.get(f"{seat.url}{path}").status_code == 401, path
+    signed_in = {"Authorization": f"Bearer {seat.token}"}
+    assert "swagger" in httpx.get(f"{seat.url}/docs", headers=signed_in).text.lower()
+    spec = httpx.get(f"{seat.url}/openapi.json", headers=signed_in).json()
     assert "/v1/jobs" in spec["paths"]
     assert "/v1/jobs/{job_id}/logs" in spec["paths"]
 

@@ -307,8 +307,9 @@ def test_a_bad_manifest_is_told_before_anything_is_sent(tmp_path: Path) -> None:
 
 
 def test_named_contexts(seat: Seat, tmp_path: Path) -> None:
-    """`loom context add` keeps a platform and its token by name (0600, token never shown);
-    the current context is used when nothing else says; `--context` picks another."""
+    """`loom context add` keeps a platform, its identity key and its token by name (0600, token
+    never shown); the current context is used when nothing else says; `--context` picks
+    another."""
     config = tmp_path / "config" / "contexts.yaml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
     env |= {"LOOM_CONFIG": str(config), "COLUMNS": "80"}
@@ -321,6 +322,7 @@ def test_named_contexts(seat: Seat, tmp_path: Path) -> None:
 
     added = run("context", "add", "lab", "--url", seat.url, "--token-stdin", stdin=seat.token)
     assert added.returncode == 0, added.stderr
+    assert "identity kept" in added.stdout  # the platform's key, which the client holds it to
     assert run("context", "add", "elsewhere", "--url", "http://127.0.0.1:9").returncode == 0
     assert config.stat().st_mode & 0o777 == 0o600
     listed = json.loads(run("context", "list", "-o", "json").stdout)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from loom.learner.collectors import (
     EMetricsCollector,
     RegexCollector,
@@ -245,3 +247,38 @@ def test_katib_metrics_files_text_and_json(tmp_path: Path) -> None:
     assert reader.poll(final=True) == [
         {"group": "default", "step": 1, "etimes": {"epoch": 1}, "values": {"loss": 0.25}}
     ]
+
+
+def test_a_runaway_pattern_is_stopped_within_its_time_budget() -> None:
+    """A pattern that backtracks for ever on a line (here (x|xx)+y on 60 x's) is cut off by its
+    time limit, not left to burn the platform's CPU: the collector says why and stops."""
+    import time
+
+    from loom.learner.collectors import CollectorStopped
+
+    collector = RegexCollector(
+        {
+            "groups": {
+                "train": {
+                    "regex": "(x|xx)+y%{FLOAT:loss}",
+                    "values": {"loss": {"value": "$loss", "type": "FLOAT"}},
+                }
+            }
+        }
+    )
+    began = time.perf_counter()
+    with pytest.raises(CollectorStopped) as stopped:
+        collector.on_line("x" * 60)
+    assert time.perf_counter() - began < 30  # bounded (a plain `re` search would run for years)
+    assert "switched off" in str(stopped.value) and "'train'" in str(stopped.value)
+    fine = RegexCollector(
+        {
+            "groups": {
+                "train": {
+                    "regex": "loss=%{FLOAT:loss}",
+                    "values": {"loss": {"value": "$loss", "type": "FLOAT"}},
+                }
+            }
+        }
+    )
+    assert fine.on_line("loss=0.5")[0]["values"] == {"loss": 0.5}

@@ -90,3 +90,30 @@ def test_a_negative_length_is_refused_not_read(endpoint: Any) -> None:
         )
         answer = conn.recv(200)
     assert answer.split(b"\r\n", 1)[0].endswith(b" 400 Bad Request"), answer
+
+
+def test_a_params_flood_is_refused_past_what_the_endpoint_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Params past the endpoint's hold (the platform's memory, outside the job's cgroup) are
+    refused with 413 and RESOURCE_LIMIT_EXCEEDED; the job's log is told once; what was
+    accepted before stays, and nothing more is shipped."""
+    monkeypatch.setattr("loom.learner.mlflow_api.MAX_HELD_BYTES", 200_000)
+    shipped: list[dict[str, Any]] = []
+    notices: list[str] = []
+    server = Endpoint(Tracking("job-1", "file:///tmp/a", shipped.extend, notices.append)).start()
+    try:
+        run_id = call(server, "runs/create", {}).json()["run"]["info"]["run_id"]
+        answers = []
+        for batch in range(10):
+            params = [{"key": f"p{batch}-{i}", "value": "v" * 5000} for i in range(10)]
+            answers.append(call(server, "runs/log-batch", {"run_id": run_id, "params": params}))
+        codes = [a.status_code for a in answers]
+        assert codes[:3] == [200] * 3 and codes[-1] == 413, codes
+        assert answers[-1].json()["error_code"] == "RESOURCE_LIMIT_EXCEEDED"
+        assert server.tracking.held <= 200_000
+        assert len(notices) == 1 and "was not logged" in notices[0]
+        kept = [p for p in shipped if p.get("info", {}).get("kind") == "param"]
+        assert 30 <= len(kept) < 40
+    finally:
+        server.close()

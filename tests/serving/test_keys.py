@@ -207,9 +207,10 @@ def test_replicas_listen_only_on_private_sockets(platform: tuple[Server, LoomCli
 
 
 def test_a_replica_runs_sandboxed(platform: tuple[Server, LoomClient]) -> None:
-    """A replica (a user's model) runs as its deployment's own uid, and its view of the files
-    holds its model but not the platform's token, key or database, nor its deployment's
-    access rules; its cgroup goes with it."""
+    """A replica (a user's model) runs as its deployment's own uid, on a network of its own
+    (reached by its unix socket), and its view of the files holds its model but not the
+    platform's token, key or database, its deployment's access rules or the host's
+    /etc/shadow; its cgroup goes with it."""
     server, client = platform
     if not client.capacity()["isolation"]["confined"]:
         pytest.skip("this machine cannot sandbox (needs root and bubblewrap)")
@@ -226,6 +227,10 @@ def test_a_replica_runs_sandboxed(platform: tuple[Server, LoomClient]) -> None:
         assert not (view / str(hidden).lstrip("/")).exists(), hidden
     assert not (view / str(folder / "access.json").lstrip("/")).exists()
     assert (view / "proc" / str(os.getpid())).exists() is False  # its own pid namespace
+    assert not (view / "etc" / "shadow").exists()  # of the host's /etc, only what programs read
+    network = os.readlink(f"/proc/{served.pid}/ns/net")
+    if client.capacity()["isolation"].get("network"):  # an empty network of its own
+        assert network != os.readlink("/proc/self/ns/net")
     client.delete_deployment("boxed")
     deadline = time.monotonic() + 20
     while served.is_running() and time.monotonic() < deadline:

@@ -57,7 +57,8 @@ def open_job(page: Page, job_id: str) -> None:
 
 def test_signin(page: Page, platform: Server) -> None:
     """A refused token is said to be refused; the admin's shows their name and role and the
-    navigation; signing out forgets the token and shows the form again."""
+    navigation, the token kept only in an HttpOnly cookie (through a reload); signing out
+    forgets it and shows the form again."""
     page.goto("/ui/")
     token = page.get_by_label("API token")
     expect(token).to_be_visible()
@@ -74,14 +75,24 @@ def test_signin(page: Page, platform: Server) -> None:
     for name in (*NAV, "Users"):
         expect(banner.get_by_role("link", name=name, exact=True)).to_be_visible()
     expect(page.get_by_role("heading", name="Jobs", level=1)).to_be_visible()
-    assert page.evaluate("localStorage.getItem('loom.token')") == platform.admin_token
+    # The token is in no storage a script of the page can read: only in an HttpOnly cookie.
+    stored = page.evaluate("JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
+    assert platform.admin_token not in stored and platform.admin_token not in page.evaluate(
+        "document.cookie"
+    )
+    cookies = page.context.cookies()
+    session = next(c for c in cookies if c["name"] == "loom_session")
+    assert session["httpOnly"] and session["sameSite"] == "Strict"
+    page.reload()  # the session outlives a reload
+    expect(page.get_by_role("heading", name="Jobs", level=1)).to_be_visible()
 
+    banner = page.get_by_role("banner")
     banner.get_by_role("button", name="Sign out").click()
     expect(page.get_by_label("API token")).to_be_visible()
     expect(page.get_by_role("navigation")).to_have_count(0)
-    assert page.evaluate("localStorage.getItem('loom.token')") is None
     page.reload()
     expect(page.get_by_label("API token")).to_be_visible()
+    assert not [c for c in page.context.cookies() if c["name"] == "loom_session"]
 
 
 def test_another_user_sees_none_of_it(

@@ -1,19 +1,24 @@
-// The API, same origin, with the signed-in user's token on every call. A 401 anywhere signs
-// the user out (the token was revoked or expired); every other error is an ApiError carrying
-// the server's `{"error", "field", "code"}`.
+// The API, same origin, signed in by a session cookie: the token is given once, to
+// POST /v1/session, which keeps it in an HttpOnly, SameSite=Strict cookie that no script of the
+// page can read; every call then carries the UI's own header, without which the server ignores
+// the cookie (another site's page cannot add it). A 401 anywhere signs the user out (the token
+// was revoked or expired); every other error is an ApiError carrying the server's
+// `{"error", "field", "code"}`.
 
-const KEY = "loom.token";
-const ME = "loom.me"; // the last `GET /v1/me` answer for this token: the page starts at once
+const SIGNED_IN = "loom.signed-in"; // whether a session was opened: no secret in storage
+const ME = "loom.me"; // the last `GET /v1/me` answer for this session: the page starts at once
+const UI_HEADER = "X-Loom-UI";
 
 export const token = {
-  get: () => localStorage.getItem(KEY),
-  set: (value) => {
-    localStorage.setItem(KEY, value);
+  get: () => localStorage.getItem(SIGNED_IN) === "1",
+  set: () => {
+    localStorage.setItem(SIGNED_IN, "1");
     localStorage.removeItem(ME);
   },
   clear: () => {
-    localStorage.removeItem(KEY);
+    localStorage.removeItem(SIGNED_IN);
     localStorage.removeItem(ME);
+    fetch("/v1/session", { method: "DELETE", headers: { [UI_HEADER]: "1" } }).catch(() => {});
   },
 };
 
@@ -50,8 +55,10 @@ export function refused(error) {
   signedOut(error);
 }
 
-export function authHeaders(given = token.get(), extra = {}) {
-  return given ? { Authorization: `Bearer ${given}`, ...extra } : { ...extra };
+/** A token given (signing in) goes as `Authorization`; else the session cookie goes, with the
+ * header that lets the server take it. */
+export function authHeaders(given, extra = {}) {
+  return given ? { Authorization: `Bearer ${given}`, ...extra } : { [UI_HEADER]: "1", ...extra };
 }
 
 export async function errorBody(response) {
@@ -65,7 +72,7 @@ export async function errorBody(response) {
 
 /** The raw response of a call; throws ApiError unless it is 2xx. */
 export async function request(path, { method = "GET", json, body, signal, headers, bearer } = {}) {
-  const sent = authHeaders(bearer ?? token.get(), headers);
+  const sent = authHeaders(bearer, headers);
   if (json !== undefined) {
     sent["Content-Type"] = "application/json";
     body = JSON.stringify(json);

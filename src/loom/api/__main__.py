@@ -6,15 +6,18 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from sqlalchemy.engine import make_url
 
+from loom.api import listening
+from loom.api.listening import listen_tcp
 from loom.app import create_app
 from loom.domain.errors import LoomError
-from loom.lifecycle.workspace import free_port
 from loom.settings import Settings
 from loom.store.private import PRIVATE_UMASK, write_private
 
@@ -44,8 +47,10 @@ def main() -> None:
     for path in tls or ():
         if not path.is_file():
             raise SystemExit(f"loom server: TLS certificate or key {path} is not a readable file")
-    if settings.port == 0:
-        settings = settings.model_copy(update={"port": free_port()})
+    home = settings.home_dir
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    listener = _listen(settings, home)
+    settings = settings.model_copy(update={"port": listener.getsockname()[1]})
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
@@ -53,11 +58,45 @@ def main() -> None:
     except LoomError as exc:  # a missing or wrong key, a home that is not ours: said, not traced
         print(f"loom server: {exc.message}", file=sys.stderr, flush=True)
         sys.exit(2)
+    local = listening.listen_unix(home) if not tls else None  # for this machine's own clients
+    _announce(settings, app, local is not None)
+    sockets = [listener] + ([local] if local is not None else [])
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=sockets)
+    finally:
+        if local is not None:
+            listening.close_unix(local, home)
+
+
+def _listen(settings: Settings, home: Path) -> socket.socket:
+    """The API's port, bound before anything else starts: one taken is said, naming its holder."""
+    try:
+        remembered = listening.previous_port(home)
+        return listen_tcp(settings.host, settings.port, remembered=remembered)
+    except OSError as exc:
+        print(f"loom server: {listening.taken(settings.host, settings.port, exc)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _announce(settings: Settings, app: Any, local: bool) -> None:
+    """`server.json` for this machine's clients (the URL, the unix socket, the platform's
+    public key) and the lines an operator reads at start."""
+    home = settings.home_dir
     url = settings.api_url
-    settings.home_dir.mkdir(parents=True, exist_ok=True)
-    server = {"url": url, "pid": os.getpid()}
-    write_private(settings.home_dir / "server.json", json.dumps(server).encode())
-    print(f"Loom is running at {url} (state in {settings.home_dir})", flush=True)
+    server: dict[str, object] = {"url": url, "pid": os.getpid()}
+    if local:
+        server["socket"] = str(home / listening.SOCKET)
+    identity = getattr(app.state.platform, "identity", None)
+    if identity is not None:
+        server["identity"] = identity.public
+    write_private(home / "server.json", json.dumps(server).encode())
+    print(f"Loom is running at {url} (state in {home})", flush=True)
     if settings.database_url is not None:
         shown = make_url(settings.database_url).render_as_string(hide_password=True)
         server_id = app.state.platform.leadership.server_id
@@ -65,18 +104,12 @@ def main() -> None:
     isolation = app.state.platform.isolation
     if isolation.confined:
         print(f"Jobs and serving replicas are sandboxed: {isolation.description}", flush=True)
+        if isolation.network_why:
+            print(f"WARNING: {isolation.network_why}", flush=True)
     else:
         print(f"WARNING: {isolation.description}", flush=True)
         if isolation.single_user:
             print("WARNING: serving one user only (LOOM_ISOLATION=off to serve more)", flush=True)
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        ssl_certfile=tls[0] if tls else None,
-        ssl_keyfile=tls[1] if tls else None,
-    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from functools import partial
 from fastapi import APIRouter, FastAPI
 
 import loom
-from loom.api import errors, openapi
+from loom.api import errors, identity, openapi
 from loom.api.limits import BodyLimit
 from loom.api.nul import NoNul
 from loom.api.platform import Platform, build_platform
@@ -29,6 +29,7 @@ from loom.api.routers import (
     models,
     operations,
     pipelines,
+    session,
     tokens,
     transfers,
     users,
@@ -62,6 +63,9 @@ def create_app(
         version=loom.__version__,
         description="Submit, run, follow and keep deep-learning training jobs.",
         lifespan=lifespan,
+        docs_url=None,  # served by `openapi.install`, to signed-in callers
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.platform = platform
     errors.install(app)
@@ -87,16 +91,17 @@ def create_app(
         deployments,
         graphs,
         users,
+        session,
         learner,
         transfers,
         admin,
         tokens,
         events,
     )
-    for router in (module.router for module in (operations, *routers, audit, ui)):
+    for router in (module.router for module in (operations, identity, *routers, audit, ui)):
         app.include_router(router)
     for extra in extra_routers:
         app.include_router(extra)
 
-    openapi.install(app)
+    openapi.install(app, public=settings.docs_public)
     return app

@@ -36,12 +36,23 @@ class Caller:
     token_id: str = ""
 
 
+SESSION_COOKIE = "loom_session"
+# Sent by the web UI with every call: a page of another site cannot add it (it would need a
+# CORS preflight, which the platform never grants), so the session cookie alone does nothing.
+UI_HEADER = "x-loom-ui"
+
+
 def _bearer(request: Request) -> str:
+    """The caller's token: the Authorization header, else the web UI's session cookie (an
+    HttpOnly cookie the page's scripts cannot read), taken only with the UI's own header."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("missing bearer token: send `Authorization: Bearer <token>`")
-    return token.strip()
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    session = request.cookies.get(SESSION_COOKIE, "")
+    if session and request.headers.get(UI_HEADER) == "1" and not header:
+        return session
+    raise Unauthorized("missing bearer token: send `Authorization: Bearer <token>`")
 
 
 def _usable(row: Token, now: float) -> None:

@@ -1,7 +1,7 @@
 """A request body limit that holds for chunked uploads too: 413 once the limit is passed.
 
-Uploads (multipart) and learners' batches may be large; any other body is JSON that the
-framework parses on the event loop, so it gets the smaller `json_bytes`. A learner's upload of its
+Uploads (multipart) may be large; any other body (a learner's batch too) is JSON that the
+framework parses, so it gets the smaller `json_bytes`. A learner's upload of its
 checkpoints or results (a PUT under /v1/learner/) gets `learner_upload_bytes`."""
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ class BodyLimit:
         upload = headers.get(b"content-type", b"").startswith(b"multipart/")
         if scope["path"].startswith("/v1/learner/") and scope.get("method") == "PUT":
             return self.learner_upload_bytes
-        if upload or scope["path"].startswith("/v1/learner/"):
+        if upload:
             return self.max_bytes
+        # A learner's batch too: its shipper keeps batches to a few MiB (one transaction each).
         return self.json_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+
+from loom.api.auth import caller, platform
 
 # What any authenticated route may answer besides its success.
 ERRORS: dict[str, str] = {
@@ -36,7 +40,7 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 _METHODS = ("get", "put", "post", "patch", "delete")
 # Routes that take no token: they answer none of `ERRORS` but those they declare themselves.
-OPEN_PATHS = frozenset({"/health", "/ready"})
+OPEN_PATHS = frozenset({"/health", "/ready", "/v1/identity"})
 
 # For routes that answer with something other than JSON: `responses=` in their decorators.
 ZIP: dict[int | str, dict[str, Any]] = {
@@ -113,8 +117,10 @@ def build(app: FastAPI) -> dict[str, Any]:
     return document
 
 
-def install(app: FastAPI) -> None:
-    """Serve `build(app)` at /openapi.json, made once."""
+def install(app: FastAPI, public: bool = False) -> None:
+    """Serve `build(app)` (made once) at /openapi.json, with /docs and /redoc to read it: to
+    signed-in callers only, unless `public` (LOOM_DOCS_PUBLIC): the document lists every
+    route the platform has, which is more than an anonymous caller needs to know."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -122,3 +128,21 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    def reader(request: Request) -> None:
+        if not public:
+            caller(request, platform(request))  # 401 without a good token
+
+    guard = [Depends(reader)]
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=guard)
+    def document() -> dict[str, Any]:
+        return openapi()
+
+    @app.get("/docs", include_in_schema=False, dependencies=guard)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} API")
+
+    @app.get("/redoc", include_in_schema=False, dependencies=guard)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} API")

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from loom.api.identity import ServerIdentity
 from loom.domain.accounts import admin_token_problem
 from loom.domain.errors import ConfigError, PlatformError
 from loom.domain.resources import parse_memory
@@ -31,6 +32,7 @@ from loom.store import users as user_rows
 from loom.store.db import Database, migrate
 from loom.store.private import create_private, tighten, write_private
 from loom.store.secret_keys import SecretKeys
+from loom.tds.budgets import Allowance, Limits
 from loom.tds.retention import Retention
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
@@ -64,6 +66,7 @@ class Platform:
     pipelines: Pipelines
     retention: Retention | None = None
     channel: Any = None  # store.notify.PgChannel on PostgreSQL
+    identity: ServerIdentity | None = None  # this install's key pair (`api.identity`)
 
     @property
     def signals(self) -> JobSignals:
@@ -192,6 +195,21 @@ def serving_gpus(settings: Settings) -> list[int]:
     return list(range(settings.gpus if settings.gpus is not None else detect_gpus()))
 
 
+def budget_limits(settings: Settings) -> Limits:
+    """What a job may store and a user may send a second (`tds.budgets`), from the settings."""
+
+    def mib(value: float | None) -> int | None:
+        return None if value is None else int(value * 2**20)
+
+    return Limits(
+        lines=Allowance(settings.max_log_lines, mib(settings.max_log_mb)),
+        points=Allowance(settings.max_metric_points, mib(settings.max_metric_mb)),
+        run_info=Allowance(settings.max_run_info, mib(settings.max_run_info_mb)),
+        ingest_bytes_per_s=mib(settings.ingest_mb_per_s),
+        ingest_burst_bytes=settings.ingest_burst_mb * 2**20,
+    )
+
+
 def build_platform(settings: Settings, launcher: Launcher | None = None) -> Platform:
     check_admin_token(settings)
     home = settings.home_dir
@@ -208,9 +226,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         settings.artifacts_dir, url=settings.artifact_url, options=settings.artifact_options
     )
     observed = PlatformMetrics()
-    tds = TrainingData(
-        db, JobSignals(), settings.max_log_lines, settings.max_metric_points, observed
-    )
+    tds = TrainingData(db, JobSignals(), platform_metrics=observed, limits=budget_limits(settings))
     registry = ModelRegistry(db, artifacts)
     launcher = launcher or make_launcher(settings, policy)
     isolation = with_launcher(isolation, settings, launcher)
@@ -258,6 +274,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
             settings, db, keys, artifacts, lifecycle, tds, registry, deployments, experiments
         ),
     )
+    platform.identity = ServerIdentity.load(home)
     platform.experiments.driver.fence = leadership.fence
     platform.pipelines.driver.fence = leadership.fence
     lifecycle.on_change = platform.wake_drivers  # a trial's or a step's job moved: look now

@@ -13,6 +13,7 @@ from loom.cli.common import console, err
 from loom.cli.output import Format, OutputOpt, emit, whole
 from loom.client import contexts as store
 from loom.client.errors import ClientError
+from loom.client.identity import fetch as fetch_identity
 
 T = TypeVar("T")
 
@@ -39,11 +40,26 @@ def add(
         bool, typer.Option("--token-stdin", help="read the token from standard input")
     ] = False,
     use: Annotated[bool, typer.Option("--use", help="make it the current context")] = False,
+    identity: Annotated[
+        str | None,
+        typer.Option(
+            "--identity",
+            help="the platform's public key (`identity` in its server.json); default: asked "
+            "of the platform now and kept, so the token never goes to another server there",
+        ),
+    ] = None,
 ) -> None:
     """Add (or replace) a context; the first one added becomes the current one."""
     token = sys.stdin.readline().strip() if token_stdin else None
-    _said(lambda: store.add(name, url, token, use=use))
-    console.print(f"context {name}: {url}{' (with a token)' if token else ''}")
+    key = identity
+    if key is None:
+        try:
+            key = fetch_identity(url)
+        except ClientError as exc:
+            err.print(f"[yellow]note:[/yellow] {exc.message}; the context holds no identity key")
+    _said(lambda: store.add(name, url, token, use=use, identity=key))
+    held = " (with a token)" if token else ""
+    console.print(f"context {name}: {url}{held}{'; identity kept' if key else ''}")
 
 
 @app.command("use")

@@ -24,6 +24,7 @@ class Context:
     name: str
     url: str
     token: str | None = None
+    identity: str | None = None  # the platform's public key, taken when the context was added
 
 
 def config_path() -> Path:
@@ -63,7 +64,7 @@ def contexts() -> tuple[list[Context], str | None]:
     """Every context, by name, and the current one's name."""
     data = _read()
     found = [
-        Context(name, str(entry.get("url", "")), entry.get("token"))
+        Context(name, str(entry.get("url", "")), entry.get("token"), entry.get("identity"))
         for name, entry in sorted(data["contexts"].items())
         if isinstance(entry, dict)
     ]
@@ -92,7 +93,9 @@ def active() -> Context | None:
     return next((c for c in found if c.name == current), None)
 
 
-def add(name: str, url: str, token: str | None, *, use: bool = False) -> None:
+def add(
+    name: str, url: str, token: str | None, *, use: bool = False, identity: str | None = None
+) -> None:
     if not NAME.match(name):
         raise ClientError(f"context name {name!r}: use letters, digits, '.', '_' or '-'")
     if not url.startswith(("http://", "https://")):
@@ -101,6 +104,8 @@ def add(name: str, url: str, token: str | None, *, use: bool = False) -> None:
     entry: dict[str, Any] = {"url": url.rstrip("/")}
     if token:
         entry["token"] = token
+    if identity:
+        entry["identity"] = identity
     data["contexts"][name] = entry
     if use or data["current"] is None:
         data["current"] = name

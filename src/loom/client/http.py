@@ -9,6 +9,7 @@ import os
 import ssl
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from loom.client.accounts import AccountCalls
 from loom.client.archive import zip_folder
 from loom.client.errors import ClientError
 from loom.client.experiments import ExperimentCalls
+from loom.client.identity import VerifiedToken
 from loom.client.job_lookup import JobLookupCalls
 from loom.client.objects import ObjectCalls
 from loom.client.pipelines import PipelineCalls
@@ -50,29 +52,61 @@ class _Counted(io.BytesIO):
         return chunk
 
 
-def discover(home: Path | None = None) -> tuple[str, str | None]:
-    """The URL and token, from the first that says: `LOOM_URL`/`LOOM_TOKEN` (or FfDL's
-    `DLAAS_URL`/`DLAAS_PASSWORD`, the password a Loom token); the context named by
-    `LOOM_CONTEXT`; the current context, unless `LOOM_HOME` is set; what the server wrote to its
-    home (`server.json`, `token`)."""
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a client reaches the platform and with what: a URL and token, the platform's
+    public key when known (the token goes only where that key answers), and on the platform's
+    own machine its unix socket (which nobody else can take)."""
+
+    url: str
+    token: str | None
+    identity: str | None = None
+    socket: str | None = None
+
+
+def discover_endpoint(home: Path | None = None) -> Endpoint:
+    """From the first that says: `LOOM_URL`/`LOOM_TOKEN` (or FfDL's `DLAAS_URL`/`DLAAS_PASSWORD`,
+    the password a Loom token); the context named by `LOOM_CONTEXT`; the current context,
+    unless `LOOM_HOME` is set; what the server wrote to its home (`server.json`, `token`)."""
     url = os.environ.get("LOOM_URL") or ffdl_url(os.environ.get("DLAAS_URL"))
     token = os.environ.get("LOOM_TOKEN") or os.environ.get("DLAAS_PASSWORD") or None
     implicit = home is None and "LOOM_HOME" not in os.environ
     context = contexts.active() if implicit or os.environ.get("LOOM_CONTEXT") else None
     if context is not None:
-        return url or context.url, token or context.token
+        same = not url or url.rstrip("/") == context.url.rstrip("/")
+        return Endpoint(
+            url or context.url, token or context.token, context.identity if same else None
+        )
     home = home or _home()
-    if not url:
-        try:
-            url = json.loads((home / "server.json").read_text())["url"]
-        except (OSError, ValueError, KeyError):
-            url = "http://127.0.0.1:8470"
+    try:
+        server = json.loads((home / "server.json").read_text())
+    except (OSError, ValueError):
+        server = {}
+    if not isinstance(server, dict):
+        server = {}
+    written = str(server.get("url") or "")
     if not token:
         try:
             token = (home / "token").read_text().strip()
         except OSError:
             token = None
-    return str(url), token
+    same = bool(written) and (not url or url.rstrip("/") == written.rstrip("/"))
+    identity = server.get("identity") if same else None
+    socket_path = server.get("socket") if same and not url else None
+    if socket_path is not None and not Path(str(socket_path)).exists():
+        socket_path = None
+    return Endpoint(
+        url or written or "http://127.0.0.1:8470",
+        token,
+        str(identity) if identity else None,
+        str(socket_path) if socket_path else None,
+    )
+
+
+def discover(home: Path | None = None) -> tuple[str, str | None]:
+    """The URL and token `discover_endpoint` finds."""
+    found = discover_endpoint(home)
+    return found.url, found.token
 
 
 def ffdl_url(url: str | None) -> str | None:
@@ -111,18 +145,39 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
 
 class LoomClient(AccountCalls, ExperimentCalls, ObjectCalls, PipelineCalls, JobLookupCalls):
     def __init__(
-        self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
+        self,
+        url: str,
+        token: str | None,
+        *,
+        timeout: float = 60.0,
+        ca_bundle: str | None = None,
+        identity: str | None = None,
+        socket: str | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        """`identity`: the platform's public key, checked before the token is first sent;
+        `socket`: the platform's unix socket on this machine, used instead of its URL's port."""
         self.url = url.rstrip("/")
+        verify = tls_verify(ca_bundle)
+        headers: dict[str, str] = {}
+        auth: httpx.Auth | None = None
+        if token and identity and not socket:
+            auth = VerifiedToken(token, identity, self.url)
+        elif token:
+            headers["Authorization"] = f"Bearer {token}"
+        transport = httpx.HTTPTransport(uds=socket, verify=verify) if socket else None
         self._http = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, verify=tls_verify(ca_bundle)
+            base_url=self.url,
+            headers=headers,
+            auth=auth,
+            timeout=timeout,
+            verify=verify,
+            transport=transport,
         )
 
     @classmethod
     def from_env(cls, home: Path | None = None) -> LoomClient:
-        url, token = discover(home)
-        return cls(url, token)
+        found = discover_endpoint(home)
+        return cls(found.url, found.token, identity=found.identity, socket=found.socket)
 
     def close(self) -> None:
         self._http.close()

@@ -32,6 +32,7 @@ class ErrorCode(StrEnum):
     ENVIRONMENT_FAILED = "C103"  # Loom's: the job's environment could not be built
     LEARNER_FAILED = "C201"
     MEMORY_EXCEEDED = "C202"  # Loom's: a learner went over its manifest `memory`
+    STORAGE_EXCEEDED = "C203"  # Loom's: a learner wrote more than its manifest `storage`
     INSUFFICIENT_RESOURCES = "S100"
     INTERNAL = "S101"
     LEARNER_LOST = "S200"

@@ -26,6 +26,8 @@ STEP_FACTS = ("state", "message")  # `steps.NAME.state`: how a step ended, and w
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 
 Resolver = Callable[[str], Any]
+MAX_CONDITION = 2000  # characters of a `when:` as written
+MAX_DEPTH = 32  # levels of nesting in a condition, or in a value written into one
 
 
 class UnresolvedReference(ManifestError):
@@ -151,24 +153,43 @@ _WORDS = {"true": True, "false": False, "True": True, "False": False, "null": No
 
 
 def check_condition(expression: str, where: str) -> None:
-    """Refuses a condition that is not one (every reference stands for 0 here)."""
+    """Refuses a condition that is not one (every reference stands for 0 here), or one longer
+    or more deeply nested than a condition needs to be."""
+    if len(expression) > MAX_CONDITION:
+        raise ManifestError(
+            f"{where}: a condition of at most {MAX_CONDITION} characters, got {len(expression)}",
+            field=where,
+        )
     _tree(REFERENCE.sub("0", expression), where)
 
 
 def condition(expression: str, resolve: Resolver, where: str = "when") -> bool:
-    """The condition's truth with the references' values."""
-    text = REFERENCE.sub(lambda m: repr(_literal(first(m.group(1), resolve))), expression)
+    """The condition's truth with the references' values; a value that cannot be written in
+    (nested too deeply) or a condition that cannot be evaluated is an `UnresolvedReference`,
+    which fails its step with the reason."""
     try:
+        text = REFERENCE.sub(lambda m: repr(_literal(first(m.group(1), resolve))), expression)
         return bool(_evaluate(_tree(text, where).body))
-    except TypeError as exc:
-        raise UnresolvedReference(f"{where}: `{expression}` cannot be evaluated: {exc}") from None
+    except UnresolvedReference:
+        raise
+    except ManifestError as exc:
+        raise UnresolvedReference(exc.message) from None
+    except (TypeError, RecursionError, MemoryError) as exc:
+        why = exc if isinstance(exc, TypeError) else f"{type(exc).__name__}"
+        raise UnresolvedReference(
+            f"{where}: `{expression[:200]}` cannot be evaluated: {why}"
+        ) from None
 
 
-def _literal(value: Any) -> Any:
+def _literal(value: Any, depth: int = 0) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if depth >= MAX_DEPTH:
+        raise UnresolvedReference(
+            f"a value in the condition is nested deeper than {MAX_DEPTH} levels"
+        )
     if isinstance(value, list | tuple):
-        return [_literal(v) for v in value]
+        return [_literal(v, depth + 1) for v in value]
     return str(value)
 
 
@@ -177,8 +198,16 @@ def _tree(text: str, where: str) -> ast.Expression:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ManifestError(
-            f"{where}: `{text}` is not a condition: {exc.msg}", field=where
+            f"{where}: `{text[:200]}` is not a condition: {exc.msg}", field=where
         ) from None
+    except (RecursionError, MemoryError):
+        raise ManifestError(
+            f"{where}: the condition is nested deeper than {MAX_DEPTH} levels", field=where
+        ) from None
+    if _depth(tree) > MAX_DEPTH:
+        raise ManifestError(
+            f"{where}: the condition is nested deeper than {MAX_DEPTH} levels", field=where
+        )
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED):
             what = type(node).__name__
@@ -194,6 +223,16 @@ def _tree(text: str, where: str) -> ast.Expression:
                 field=where,
             )
     return tree
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deep the tree goes, found without recursion (the tree may be very deep)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 _ALLOWED = (

@@ -9,7 +9,11 @@ from loom.domain.experiments import reduce
 from loom.domain.katib import ExperimentSpec
 from loom.registry.models import PREFERRED_GROUPS
 from loom.tds.metrics import MetricQuery
+from loom.tds.series import MAX_BUDGET
 from loom.tds.service import TrainingData
+
+# A trial's curve, read whole up to this many reports (past it, reduced: `tds.series`).
+CURVE_BUDGET = MAX_BUDGET
 
 
 def _pick(lines: dict[str, dict[str, dict[str, list[Any]]]], name: str) -> list[float | None]:
@@ -25,11 +29,12 @@ def series(tds: TrainingData, job_id: str, metric: str) -> list[float | None]:
     """The metric's values in the order reported, by the first learner (Katib reads the primary
     container) or, if it reported none, by any; `group/name` names one group."""
     for learner in (1, None):
-        found = _pick(tds.metrics.series(job_id, MetricQuery(name=metric, learner=learner)), metric)
+        query = MetricQuery(name=metric, learner=learner)
+        found = _pick(tds.metrics.series(job_id, query, CURVE_BUDGET)["series"], metric)
         if not found and "/" in metric:
             group, name = metric.split("/", 1)
             query = MetricQuery(group=group, name=name, learner=learner)
-            found = _pick(tds.metrics.series(job_id, query), name)
+            found = _pick(tds.metrics.series(job_id, query, CURVE_BUDGET)["series"], name)
         if found:
             return found
     return []

@@ -29,9 +29,13 @@ class SandboxPolicy:
     replica_cpus: float = 1.0
     replica_memory: int | None = None
     pass_env: tuple[str, ...] = field(default_factory=tuple)
+    # A network namespace per job (and per replica): False where this machine cannot make one,
+    # or an admin chose the host's network (LOOM_JOB_NETWORK=host).
+    network: bool = False
 
-    def section(self, spec: dict[str, Any]) -> dict[str, Any] | None:
-        """The spec's `sandbox` section for one learner, or None to run it unconfined."""
+    def section(self, spec: dict[str, Any], netns: str | None = None) -> dict[str, Any] | None:
+        """The spec's `sandbox` section for one learner, or None to run it unconfined;
+        `netns`: the job's network namespace, which its learners enter (None: the host's)."""
         if self.bwrap is None:
             return None
         dirs: dict[str, str] = spec["dirs"]
@@ -55,6 +59,7 @@ class SandboxPolicy:
             "gpus": [int(d) for d in devices.split(",") if d.strip().isdigit()],
             "tmp_bytes": self.tmp_bytes,
             "bwrap": self.bwrap,
+            "netns": netns,
         }
 
     def replica_section(self, deployment_id: str) -> dict[str, Any] | None:
@@ -71,6 +76,8 @@ class SandboxPolicy:
             "read_only": sorted({*self.python, *self.read_only}),
             "tmp_bytes": self.tmp_bytes,
             "bwrap": self.bwrap,
+            # A replica is reached through its unix socket only: a network of its own, empty.
+            "network": "none" if self.network else "host",
         }
 
     def spawner_env(self) -> dict[str, str]:

@@ -28,11 +28,11 @@ import psutil
 
 from loom.domain.errors import LaunchError
 from loom.domain.resources import Resources, parse_memory
-from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness
+from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness, handle_parts
 from loom.launchers.confinement import SandboxPolicy
 from loom.learner.relocate import relocate
 from loom.learner.shipper import read_spool, write_json_atomic
-from loom.sandbox import cgroups
+from loom.sandbox import cgroups, netns
 
 FINAL = {"COMPLETED", "FAILED", "HALTED"}
 
@@ -79,10 +79,26 @@ class LocalLauncher:
         return self._capacity
 
     def launch(self, learners: list[LearnerLaunch]) -> None:
+        network = self._job_network(learners)
         for learner in learners:
-            self._start(learner)
+            self._start(learner, network)
 
-    def _start(self, learner: LearnerLaunch) -> None:
+    def _job_network(self, learners: list[LearnerLaunch]) -> str | None:
+        """The attempt's own network namespace, which all its learners share (they meet on
+        its loopback); None for the host's network: learners unconfined, namespaces off, or a
+        gang split over several machines (a Ray node holds only its share of it)."""
+        if not learners or self.sandbox.bwrap is None or not self.sandbox.network:
+            return None
+        spec = learners[0].spec
+        if len(learners) < int(spec.get("env", {}).get("NUM_LEARNERS") or 1):
+            return None
+        name = netns.name_for(str(spec["job_id"]), int(spec["attempt"]))
+        try:
+            return str(netns.create(name))
+        except OSError as exc:
+            raise LaunchError(f"could not give the job a network of its own: {exc}") from exc
+
+    def _start(self, learner: LearnerLaunch, network: str | None = None) -> None:
         folder = Path(learner.handle)
         spec = learner.spec
         if self.scratch is not None:  # before the sandbox: its writable folders are these
@@ -91,7 +107,8 @@ class LocalLauncher:
         for made in {folder, private}:
             made.mkdir(parents=True, exist_ok=True)
             made.chmod(0o700)
-        spec = {**spec, "sandbox": self.sandbox.section(spec), "pass_env": self.sandbox.pass_env}
+        sandbox = self.sandbox.section(spec, network)
+        spec = {**spec, "sandbox": sandbox, "pass_env": self.sandbox.pass_env}
         spec_file = folder / "spec.json"
         spec_file.write_text(json.dumps(spec))
         pid = self._spawner.spawn(
@@ -167,8 +184,12 @@ class LocalLauncher:
         return read_spool(_recorded(Path(handle), "spool_file"))
 
     def release(self, handles: list[str]) -> None:
-        """A learner's process is gone when it has ended; with a scratch folder, what the
-        attempt left there goes too (what mattered went through the API)."""
+        """A learner's process is gone when it has ended, and so is its attempt's network;
+        with a scratch folder, what the attempt left there goes too (what mattered went
+        through the API)."""
+        attempts = {found for handle in handles if (found := _attempt_of(handle)) is not None}
+        for job, attempt in attempts:
+            netns.remove(netns.name_for(job, attempt))
         if self.scratch is None:
             return
         for job in {Path(handle).parents[2].name for handle in handles}:
@@ -177,6 +198,14 @@ class LocalLauncher:
     def close(self) -> None:
         """Stop the spawner; the learners keep running in their own sessions."""
         self._spawner.close()
+
+
+def _attempt_of(handle: str) -> tuple[str, int] | None:
+    try:
+        job, _learner, attempt = handle_parts(handle)
+    except LaunchError:
+        return None
+    return job, attempt
 
 
 def _learner_group(

@@ -147,5 +147,7 @@ class LearnerHost:
                 self._launcher.terminate(str(self.folder), 0.0)
                 break
             time.sleep(0.2)
+        if self._launcher is not None and self.folder is not None:
+            self._launcher.release([str(self.folder)])  # the learner's network namespace
         if self.folder is not None and self.job_root is not None:
             shutil.rmtree(self.job_root, ignore_errors=True)

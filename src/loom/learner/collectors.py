@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from loom.domain.patterns import compile_pattern, reference
+from loom.domain.patterns import compile_pattern, expand, reference
 from loom.learner.katib_metrics import STEP_NAMES, KatibFile, KatibLines
 from loom.sandbox.files import open_nofollow
 
@@ -25,6 +26,16 @@ if TYPE_CHECKING:
     Point = dict[str, Any]
 
 EMETRICS_FILE = "evaluation-metrics.txt"
+# A user's regex runs in the wrapper (the platform's process, outside the job's CPU limit): each
+# search gets at most PER_SEARCH_S, and all of them together SHARE of a core over time (with
+# BURST_S at once). Past either the collector stops, and the job's log says why.
+PER_SEARCH_S = 0.05
+SHARE = 0.05
+BURST_S = 2.0
+
+
+class CollectorStopped(Exception):
+    """A collector went over its time budget; the message says so, for the job's log."""
 
 
 class LineCollector(Protocol):
@@ -76,10 +87,11 @@ class RegexCollector:
         self.window: deque[str] = deque(
             maxlen=int(spec.get("line_lookahead") or spec.get("linelookahead") or 4)
         )
+        self.budget = TimeBudget(SHARE, BURST_S)
         self.groups = [
             (
                 label,
-                compile_pattern(group["regex"]),
+                timed_pattern(group["regex"]),
                 {**(group.get("values") or {}), **(group.get("scalars") or {})},
                 group.get("etimes") or {},
             )
@@ -104,7 +116,7 @@ class RegexCollector:
             return []
         joined = "\n".join(self.window)
         for label, pattern, scalars, etimes in self.groups:
-            match = pattern.search(joined)  # anywhere, as Katib's filters (glog prefixes)
+            match = self._search(label, pattern, joined)  # anywhere, as Katib's (glog prefixes)
             if match is None:
                 continue
             found = match.groupdict()
@@ -117,6 +129,21 @@ class RegexCollector:
             return [{"group": label, "step": step_of(times), "etimes": times, "values": numeric}]
         return []
 
+    def _search(self, label: str, pattern: Any, text: str) -> Any:
+        limit = min(PER_SEARCH_S, self.budget.left())
+        began = time.perf_counter()
+        try:
+            return pattern.search(text, timeout=max(limit, 0.001))
+        except TimeoutError:
+            raise CollectorStopped(
+                f"loom: the regex_extractor pattern of group {label!r} took more than "
+                f"{limit * 1000:.0f} ms on one line (or its share of {SHARE:.0%} of a core was "
+                "spent): it is switched off for this learner and makes no more metric points; "
+                "simplify the pattern (nested repetition like (a+)+ can take exponential time)"
+            ) from None
+        finally:
+            self.budget.spend(time.perf_counter() - began)
+
     @staticmethod
     def _value(typed: dict[str, str], found: dict[str, str | None]) -> Any:
         raw = typed.get("value", "")
@@ -125,6 +152,33 @@ class RegexCollector:
             return _typed(typed.get("type", "STRING"), found.get(ref) if ref else raw)
         except (TypeError, ValueError):
             return None
+
+
+class TimeBudget:
+    """Seconds of work, refilled at `share` a second up to `burst`."""
+
+    def __init__(self, share: float, burst: float) -> None:
+        self.share, self.burst = share, burst
+        self.tokens, self.stamp = burst, time.monotonic()
+
+    def left(self) -> float:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.share)
+        self.stamp = now
+        return max(self.tokens, 0.0)
+
+    def spend(self, seconds: float) -> None:
+        self.tokens -= seconds
+
+
+def timed_pattern(pattern: str) -> Any:
+    """The manifest's pattern, compiled by `regex` (searches that take a timeout), with the
+    flags and meaning the manifest was checked against (`domain.patterns`)."""
+    import regex
+
+    compile_pattern(pattern)  # refused here as at submission, if it ever were bad
+    flags = regex.MULTILINE | regex.DOTALL | regex.VERSION0
+    return regex.compile(expand(pattern), flags)
 
 
 class Tail:

@@ -29,6 +29,10 @@ PREFIX = "/api/2.0/mlflow/"
 MAX_BODY = 4 << 20
 MAX_RUNS = 1000
 MAX_KEYS = 10_000
+# What this endpoint (the platform's process, outside the job's cgroup) holds for a learner at
+# most, whatever it is sent: past it a request is refused (413) and the job's log says so.
+MAX_HELD_BYTES = 16 << 20
+MAX_CONNECTIONS = 16  # requests served at once; more wait in the listen queue
 Points = Callable[[list[dict[str, Any]]], None]
 
 
@@ -41,10 +45,19 @@ class MlflowError(Exception):
 class Tracking:
     """The state behind the API: experiments and runs of this learner, and where points go."""
 
-    def __init__(self, job_id: str, artifacts: str, ship: Points) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        artifacts: str,
+        ship: Points,
+        notice: Callable[[str], None] | None = None,
+    ) -> None:
         self.job_id = job_id
         self.artifacts = artifacts
         self.ship = ship
+        self.notice = notice  # a line in the job's log (said once: what was refused and why)
+        self.held = 0
+        self._refused = False
         self.lock = threading.Lock()
         self.experiments = {"0": "Default"}
         self.runs: dict[str, dict[str, Any]] = {}
@@ -100,6 +113,7 @@ class Tracking:
         with self.lock:
             if len(self.runs) >= MAX_RUNS:
                 raise MlflowError(400, "RESOURCE_LIMIT_EXCEEDED", f"more than {MAX_RUNS} runs")
+            self._hold(512 + len(str(body.get("run_name") or "")), "a run")
             self.runs[run_id] = run
         for tag in _entries(body.get("tags")):
             self.set_tag(run_id, tag.get("key"), tag.get("value"))
@@ -145,6 +159,8 @@ class Tracking:
             if len(run["metrics"]) >= MAX_KEYS and key not in run["metrics"]:
                 raise MlflowError(400, "RESOURCE_LIMIT_EXCEEDED", f"more than {MAX_KEYS} metrics")
             with self.lock:
+                if key not in run["metrics"]:
+                    self._hold(128 + len(key), f"metric {key!r}")
                 run["metrics"][key] = {"key": key, "value": value, "step": step, "timestamp": stamp}
             if not math.isfinite(float(value)):
                 continue  # kept by the run, as MLflow does; not a point
@@ -176,6 +192,12 @@ class Tracking:
                     f"logged with value={before!r} for run ID={run_id!r}. "
                     f"Attempted logging new value {value!r}.",
                 )
+            if before is None:
+                if len(run["params"]) >= MAX_KEYS:
+                    raise MlflowError(
+                        400, "RESOURCE_LIMIT_EXCEEDED", f"more than {MAX_KEYS} params"
+                    )
+                self._hold(64 + len(key) + len(value), f"param {key!r}")
             run["params"][key] = value
         if before is None:
             self.ship([{"info": {"kind": "param", "key": key, "value": value}}])
@@ -191,9 +213,26 @@ class Tracking:
         with self.lock:
             if len(run["tags"]) >= MAX_KEYS and key not in run["tags"]:
                 raise MlflowError(400, "RESOURCE_LIMIT_EXCEEDED", f"more than {MAX_KEYS} tags")
-            run["tags"][key] = value[:5000]
+            kept = value[:5000]
+            grown = len(kept) - len(run["tags"].get(key, "")) + (0 if key in run["tags"] else 64)
+            self._hold(max(grown + len(key) * (key not in run["tags"]), 0), f"tag {key!r}")
+            run["tags"][key] = kept
         if not own:
             self.ship([{"info": {"kind": "tag", "key": key, "value": value}}])
+
+    def _hold(self, size: int, what: str) -> None:
+        """Count `size` more bytes held, or refuse: the endpoint's memory stays bounded."""
+        if self.held + size > MAX_HELD_BYTES:
+            message = (
+                f"this learner's MLflow runs hold {self.held / 2**20:.1f} MiB of runs, params, "
+                f"tags and metrics, the most the platform keeps for a learner "
+                f"({MAX_HELD_BYTES >> 20} MiB); {what} was not logged"
+            )
+            if not self._refused and self.notice is not None:
+                self._refused = True
+                self.notice(f"loom: MLflow: {message} (later refusals are not said again)")
+            raise MlflowError(413, "RESOURCE_LIMIT_EXCEEDED", message)
+        self.held += size
 
     @staticmethod
     def _valid(kind: str, key: str, value: str) -> None:
@@ -271,9 +310,12 @@ class Endpoint:
         self.tracking = tracking
         self.token = secrets.token_urlsafe(32)
         handler = _handler(tracking, self.token)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = _BoundedServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # Polled often: the learner's end waits for `shutdown`, which waits for a poll.
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -290,6 +332,32 @@ class Endpoint:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """At most MAX_CONNECTIONS connections served at once (each with its thread and up to
+    MAX_BODY read); one more that finds no slot within a second is closed unanswered, so the
+    job cannot make this process hold more than that."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._holding: set[int] = set()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(timeout=1.0):
+            request.close()  # not `shutdown_request`: it holds no slot to give back
+            return
+        self._holding.add(id(request))
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        try:
+            super().shutdown_request(request)
+        finally:
+            if id(request) in self._holding:
+                self._holding.discard(id(request))
+                self._slots.release()
 
 
 def _handler(tracking: Tracking, token: str) -> type[BaseHTTPRequestHandler]:

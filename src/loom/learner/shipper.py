@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
+from loom.learner.collectors import CollectorStopped
+
 if TYPE_CHECKING:
     import ssl
     from typing import Any, BinaryIO, TypeAlias
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     Item: TypeAlias = tuple[str, str, float] | dict[str, Any] | list[Point] | threading.Event | None
 
 BATCH = 2000
+BATCH_BYTES = 1 << 20  # a batch is one transaction on the platform's side: kept short
 TAIL = 20
 HEARTBEAT_S = 10.0
 
@@ -276,7 +279,11 @@ class Shipper:
         attempt: int,
         learner: int,
         collectors: list[LineCollector] | None = None,
+        budgets: dict[str, int | None] | None = None,
     ) -> None:
+        """`budgets`: the most lines, line bytes, points and point bytes kept (the job's own
+        budgets, `tds.budgets`); past them nothing more is spooled or sent, and one line
+        says so."""
         self.api = api
         self.base_path = base_path
         self.attempt = attempt
@@ -291,6 +298,9 @@ class Shipper:
         self._statuses: deque[dict[str, Any]] = deque()
         self._spool = spool.open("a", encoding="utf-8")
         self._last_time = 0.0
+        self._budgets = budgets or {}
+        self._kept = {"lines": 0, "line_bytes": 0, "points": 0, "point_bytes": 0}
+        self._cut: set[str] = set()
         self._thread = threading.Thread(target=self._run, name="shipper", daemon=True)
 
     def start(self) -> None:
@@ -345,19 +355,51 @@ class Shipper:
             barrier.set()
         return open_
 
+    def _within(self, kind: str, size: int) -> bool:
+        """Whether one more line (`kind` "line") or point fits the budgets; the first that
+        does not is said once in the log."""
+        rows, sizes = f"{kind}s", f"{kind}_bytes"
+        limit_rows, limit_bytes = self._budgets.get(rows), self._budgets.get(sizes)
+        over = (limit_rows is not None and self._kept[rows] >= limit_rows) or (
+            limit_bytes is not None and self._kept[sizes] + size > limit_bytes
+        )
+        if not over:
+            self._kept[rows] += 1
+            self._kept[sizes] += size
+            return True
+        if kind not in self._cut:
+            self._cut.add(kind)
+            what = "printed more lines" if kind == "line" else "logged more metric points"
+            limit = f"{limit_rows:,} or {(limit_bytes or 0) / 2**20:,.0f} MiB"
+            self._write(
+                "loom",
+                f"loom: learner {self.learner} {what} than its job may keep ({limit}, "
+                f"LOOM_MAX_{'LOG' if kind == 'line' else 'METRIC'}_*): later ones are not kept",
+                self._last_time,
+            )
+        return False
+
     def _record(self, stream: str, text: str, at: float) -> None:
-        self.seq += 1
         self._last_time = max(self._last_time, at)  # monotonic per learner
-        line = {"seq": self.seq, "time": self._last_time, "stream": stream, "text": text}
-        self._spool.write(json.dumps(line) + "\n")
-        self._pending.append(line)
-        for collector in self.collectors:
+        if self._within("line", len(text)):
+            self._write(stream, text, self._last_time)
+        for collector in list(self.collectors):
             try:
                 points = collector.on_line(text)
+            except CollectorStopped as stopped:  # over its time budget: off, and said so
+                self.collectors.remove(collector)
+                self._write("loom", str(stopped), self._last_time)
+                continue
             except Exception:  # a collector's trouble never costs the learner a line
                 continue
             for point in points:
                 self._record_point(point, self._last_time)
+
+    def _write(self, stream: str, text: str, at: float) -> None:
+        self.seq += 1
+        line = {"seq": self.seq, "time": at, "stream": stream, "text": text}
+        self._spool.write(json.dumps(line) + "\n")
+        self._pending.append(line)
 
     def _flush_collectors(self) -> None:
         for collector in self.collectors:
@@ -369,15 +411,18 @@ class Shipper:
                 self._record_point(point, self._last_time)
 
     def _record_point(self, point: Point, at: float) -> None:
+        entry = {"k": "m", "seq": self.mseq + 1, "time": at, **point}
+        text = json.dumps(entry)
+        if not self._within("point", len(text)):
+            return
         self.mseq += 1
-        entry = {"k": "m", "seq": self.mseq, "time": at, **point}
-        self._spool.write(json.dumps(entry) + "\n")
+        self._spool.write(text + "\n")
         self._metrics.append(entry)
 
     def _send(self) -> bool:
         while self._pending or self._metrics:
-            lines = [self._pending[i] for i in range(min(BATCH, len(self._pending)))]
-            points = [self._metrics[i] for i in range(min(BATCH, len(self._metrics)))]
+            lines = _batch(self._pending, "text")
+            points = _batch(self._metrics, "values")
             body = {
                 "attempt": self.attempt,
                 "learner": self.learner,
@@ -445,12 +490,32 @@ class Shipper:
             backoff = min(backoff * 2, 2.0)
 
 
-def read_spool(path: Path) -> list[dict[str, Any]]:
-    """The lines of a spool file; a torn last line (a crash mid-write) is skipped."""
+def _batch(queued: deque[dict[str, Any]], field: str) -> list[dict[str, Any]]:
+    """The next entries to send: up to BATCH of them and about BATCH_BYTES (at least one)."""
+    out: list[dict[str, Any]] = []
+    size = 0
+    for entry in queued:
+        if len(out) >= BATCH or (out and size > BATCH_BYTES):
+            break
+        size += len(str(entry.get(field, ""))) + len(str(entry.get("info", ""))) + 64
+        out.append(entry)
+    return out
+
+
+SPOOL_TAIL = 64 << 20  # what is read back of a spool: what was not delivered is at its end
+
+
+def read_spool(path: Path, tail: int = SPOOL_TAIL) -> list[dict[str, Any]]:
+    """The lines of a spool file, from its last `tail` bytes only (a learner's whole output
+    is never held in the platform's memory); a torn line (a crash mid-write) is skipped."""
     lines: list[dict[str, Any]] = []
     if not path.exists():
         return lines
-    with path.open(encoding="utf-8") as spool:
+    with path.open("rb") as spool:
+        size = spool.seek(0, os.SEEK_END)
+        spool.seek(max(0, size - tail))
+        if size > tail:
+            spool.readline()  # the first, partial line
         for raw in spool:
             try:
                 lines.append(json.loads(raw))

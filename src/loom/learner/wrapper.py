@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from loom.learner import mlflow_api, transfer
 from loom.learner.collectors import file_collectors, line_collectors
 from loom.learner.confine import BIN, Confinement, disk_usage, process_group
 from loom.learner.shipper import Api, Shipper, write_json_atomic
-from loom.sandbox import environment, files
+from loom.sandbox import environment, files, netns
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,6 +37,7 @@ LOAD_MODEL = "S301"
 LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
 ENVIRONMENT_FAILED = "C103"
+INTERNAL = "S101"
 AFTER_HALT_S = 5.0  # once halted, how long the wrapper goes on trying to tell the platform
 HOST_LOST = signal.SIGUSR2  # the engine's actor that held this learner is gone (`spawner`)
 
@@ -71,6 +73,7 @@ class Learner:
             spec["attempt"],
             spec["learner_id"],
             line_collectors(metrics),
+            spec.get("budgets"),
         )
         self.transfer = transfer.for_spec(spec, api, lambda line: self.shipper.put("loom", line))
         self.file_collectors = file_collectors(metrics, {k: str(v) for k, v in self.dirs.items()})
@@ -226,6 +229,8 @@ class Learner:
         env.update(self.spec.get("env", {}))
         env["PYTHONPATH"] = str(self.dirs["MODEL_DIR"])
         env["PYTHONUNBUFFERED"] = "1"
+        if self.confined is not None:
+            env.update(self.confined.network_env())
         if self.mlflow is not None:  # MLflow's client logs here (unless the job says otherwise)
             env.update(self.mlflow.env())
         env.update(self.spec.get("user_env", {}))
@@ -245,9 +250,13 @@ class Learner:
         """The argv that runs the user's command, and what the child does before exec."""
         command, cwd = self.spec["command"], str(self.dirs["MODEL_DIR"])
         if self.confined is None:
-            return ["/bin/bash", "-c", command], None
-        self.confined.prepare(self.dirs["MODEL_DIR"], self._fetched())
-        return self.confined.argv(command, cwd, self.private / "bin"), self.confined.enter
+            return ["/bin/bash", "-c", command], _before_exec(self.storage_limit, None)
+        try:
+            self.confined.prepare(self.dirs["MODEL_DIR"], self._fetched())
+        except netns.NetnsUnavailable as exc:  # never started outside it instead
+            raise StepFailed(INTERNAL, f"the learner could not be started: {exc}") from exc
+        argv = self.confined.argv(command, cwd, self.private / "bin")
+        return argv, _before_exec(self.storage_limit, self.confined.enter)
 
     def process(self) -> int:
         self.mlflow = self._mlflow_endpoint()
@@ -279,6 +288,9 @@ class Learner:
         code = self.child.wait()
         self._polling.set()
         poller.join(timeout=10.0)
+        self._check_storage()  # what it wrote since the last look counts too
+        if code == -signal.SIGXFSZ and self.storage_limit and self.storage_exceeded is None:
+            self.storage_exceeded = self.storage_limit  # a file reached the limit on its own
         # The learner is over, and so is whatever it left running (it would hold on to its
         # output, its GPUs and its memory): its process group, and its whole cgroup.
         _signal_group(self.child.pid, signal.SIGKILL)
@@ -296,8 +308,16 @@ class Learner:
 
     def _mlflow_endpoint(self) -> mlflow_api.Endpoint | None:
         artifacts = f"file://{self.dirs['RESULT_DIR']}/artifacts"
-        tracking = mlflow_api.Tracking(self.spec["job_id"], artifacts, self.shipper.put_points)
+        tracking = mlflow_api.Tracking(
+            self.spec["job_id"],
+            artifacts,
+            self.shipper.put_points,
+            lambda line: self.shipper.put("loom", line),
+        )
+        network = self.confined.network if self.confined is not None else None
         try:
+            if network is not None:  # listening on the job's own loopback, where it runs
+                return netns.inside(network, lambda: mlflow_api.Endpoint(tracking)).start()
             return mlflow_api.Endpoint(tracking).start()
         except OSError:  # no loopback port: the job runs, without MLflow's API
             return None
@@ -321,7 +341,7 @@ class Learner:
             self._check_memory()
             if tick % 2 == 0:
                 self._collect(final=False)
-            if tick % 8 == 0:
+            if tick % 4 == 0:
                 self._check_storage()
             if self.api.refused and not self.halting:  # nobody may hear of this attempt again
                 self.halt(0.0)
@@ -452,9 +472,9 @@ class Learner:
                     exit_code=code,
                     error_code=STORAGE_EXCEEDED,
                     message=(
-                        f"learner {self.spec['learner_id']} wrote {_mib(self.storage_exceeded)}, "
-                        f"more than its storage limit of {_mib(self.storage_limit)} (manifest "
-                        f"`storage`), and was stopped"
+                        f"learner {self.spec['learner_id']} wrote {_mib(self.storage_exceeded)} "
+                        f"(sparse files at their full size), more than its storage limit of "
+                        f"{_mib(self.storage_limit)} (manifest `storage`), and was stopped"
                     ),
                 )
             if self.memory_exceeded is not None:
@@ -509,6 +529,22 @@ class Learner:
         if self.shipper.close(deadline_s=self.retry_s):
             self.shipper.report(status, deadline_s=max(deadline - time.monotonic(), 1.0))
         return 0 if state == "COMPLETED" else 1
+
+
+def _before_exec(storage_limit: int, enter: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What the learner's child does before exec: no file it writes may pass the job's
+    `storage` (the kernel stops it with SIGXFSZ), then it enters its sandbox's cgroup and
+    network."""
+    if not storage_limit and enter is None:
+        return None
+
+    def run() -> None:
+        if storage_limit:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (storage_limit, storage_limit))
+        if enter is not None:
+            enter()
+
+    return run
 
 
 def _final(state: str) -> bool:

@@ -32,6 +32,21 @@ class Attempt:
     owner: str = ""  # the owner's name: a cluster launcher labels the job's objects with it
 
 
+def learner_budgets(settings: Settings) -> dict[str, int | None]:
+    """What the wrapper keeps and sends of its learner's output at most (the job's budgets,
+    `tds.budgets`): past them its spool on the platform's disk grows no more."""
+
+    def mib(value: float | None) -> int | None:
+        return None if value is None else int(value * 2**20)
+
+    return {
+        "lines": settings.max_log_lines,
+        "line_bytes": mib(settings.max_log_mb),
+        "points": settings.max_metric_points,
+        "point_bytes": mib(settings.max_metric_mb),
+    }
+
+
 def gang_of(
     attempt: Attempt, settings: Settings, api_ca: str | None
 ) -> tuple[list[LearnerLaunch], list[Learner]]:
@@ -62,6 +77,7 @@ def gang_of(
         # What a launcher on another machine moves under its own scratch folder.
         spec["roots"] = {"jobs": str(settings.jobs_dir), "environments": str(settings.envs_dir)}
         spec["checkpoint_sync_s"] = settings.learner_checkpoint_sync_s
+        spec["budgets"] = learner_budgets(settings)
         # What a launcher that places the gang itself needs to give each learner its addresses.
         options = attempt.manifest.framework_options
         spec["gang"] = {

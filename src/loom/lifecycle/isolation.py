@@ -29,13 +29,20 @@ class Isolation:
     # Why serving replicas cannot be confined where learners are (on Kubernetes: the platform's
     # pod cannot sandbox them); deployments are then refused rather than run unconfined.
     replicas_unconfined: str | None = None
+    # Each job (and each replica) on a network of its own; else `network_why` says why not.
+    network: bool = False
+    network_why: str | None = None
 
     def as_json(self) -> dict[str, object]:
-        return {
+        shown: dict[str, object] = {
             "confined": self.confined,
             "description": self.description,
             "single_user": self.single_user,
+            "network": self.network,
         }
+        if self.network_why:
+            shown["network_why"] = self.network_why
+        return shown
 
     def check_new_user(self) -> None:
         if self.single_user:
@@ -56,7 +63,15 @@ def decide(settings: Settings, support: Support | None = None) -> Isolation:
         return _pods(found)
     if found.sandbox:
         cgroups = found.cgroups.startswith("cgroup v")
-        return Isolation(True, found.reason, cgroups=cgroups, bwrap=found.bwrap)
+        network, why = _network(settings, found)
+        return Isolation(
+            True,
+            found.reason,
+            cgroups=cgroups,
+            bwrap=found.bwrap,
+            network=network,
+            network_why=why,
+        )
     if settings.isolation == "sandbox":
         raise PlatformError(
             f"LOOM_ISOLATION=sandbox, but jobs cannot be sandboxed here: {found.reason}"
@@ -66,6 +81,26 @@ def decide(settings: Settings, support: Support | None = None) -> Isolation:
         f"jobs are not sandboxed ({found.reason}); they run with the platform's rights",
         single_user=True,
     )
+
+
+def _network(settings: Settings, found: Support) -> tuple[bool, str | None]:
+    """Whether jobs get networks of their own, and if not, the sentence that says why."""
+    if settings.job_network == "host":
+        return False, (
+            "jobs share the host's network (LOOM_JOB_NETWORK=host): a job can reach every port "
+            "on this machine and other jobs' ports"
+        )
+    if found.network:
+        if settings.job_network == "isolated":
+            raise PlatformError(
+                "LOOM_JOB_NETWORK=isolated, but jobs cannot have networks of their own here: "
+                f"{found.network} (LOOM_JOB_NETWORK=host accepts the host's network)"
+            )
+        return False, (
+            f"no network namespaces ({found.network}): jobs share the host's network and can "
+            "reach other jobs' ports"
+        )
+    return True, None
 
 
 def _pods(found: Support) -> Isolation:
@@ -115,4 +150,5 @@ def sandbox_policy(settings: Settings, isolation: Isolation) -> SandboxPolicy:
         replica_cpus=settings.replica_cpus,
         replica_memory=parse_memory(settings.replica_memory),
         pass_env=tuple(settings.learner_env),
+        network=isolation.network,
     )

@@ -48,6 +48,7 @@ from loom.lifecycle.admission import (
 )
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.environments import check_learner_image, plan_for, spec_section
+from loom.lifecycle.registration import register_model
 from loom.lifecycle.scheduler import allocate_devices
 from loom.lifecycle.ticker import Ticker
 from loom.lifecycle.workspace import Workspace, api_certificates
@@ -295,20 +296,9 @@ class LifecycleManager:
         """A completed job's model becomes a new version in the registry (in the registry's own
         transaction, after the one that saw the learners complete), then the job COMPLETED."""
         assert self.registry is not None
-        message = "all learners completed"
-        try:
-            with self.db.session() as session:
-                job = job_rows.get_job(session, job_id)
-            if job is None:
-                return
-            results = Workspace(self.settings.jobs_dir, job.id).results
-            metrics = self.tds.metrics.final(job.id)
-            version = self.registry.register(job, json.loads(job.manifest), results, metrics)
-            if version is not None:
-                message += f"; registered model version {version.version}"
-        except Exception:  # a registry failure must not stop the lifecycle, nor the job
-            log.exception("registering the model of job %s failed", job_id)
-            message += "; its model could not be registered (see the platform log)"
+        message = register_model(self.db, self.registry, self.tds, self.settings, job_id)
+        if message is None:
+            return
         with self._session() as session:
             job = self._job(session, job_id)
             if job.state == JobState.STORING.value:
@@ -477,6 +467,8 @@ class LifecycleManager:
             status = self.launcher.status(learner.handle)
             if status.liveness == Liveness.LOST:
                 self.launcher.terminate(learner.handle, 0.0)  # whatever it left running
+            if _finishing(status):
+                continue  # its wrapper is still delivering: its own report comes next
             try:
                 with session.begin_nested():  # one learner's trouble is not every job's
                     self._apply(session, job, learner, self._as_report(job, learner, status))
@@ -593,6 +585,13 @@ class LifecycleManager:
                 for learner in self._current(session, job):
                     learner.state = JobState.FAILED.value
                 self._transition(session, job, JobState.FAILED, message, ErrorCode.INTERNAL.value)
+
+
+def _finishing(status: LearnerStatus) -> bool:
+    """The wrapper has written its outcome but is still alive, sending what it spooled: taking
+    the outcome now would store its spool a second time beside it (and read all of it)."""
+    state = (status.report or {}).get("state")
+    return status.liveness == Liveness.RUNNING and state in {s.value for s in TERMINAL_STATES}
 
 
 def _overdue(jobs: list[Job]) -> list[tuple[str, int]]:

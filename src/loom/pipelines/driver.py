@@ -33,6 +33,7 @@ from loom.domain.pipeline_states import (
     run_state,
     step_state,
 )
+from loom.domain.states import TERMINAL_STATES, JobState
 from loom.lifecycle.ticker import RowDriver
 from loom.pipelines.records import RunRecords
 from loom.pipelines.steps import Finished, StepFailed, StepKinds
@@ -45,6 +46,10 @@ from loom.store.tables import PipelineRun, PipelineTask, User
 log = logging.getLogger("loom.pipelines")
 TIMED_OUT = "timed out"
 MAX_ROUNDS = 20  # passes over one run in one call, at most
+# Passes in a row that may fail on one run before it is ended: a run the driver cannot move
+# on (whatever the cause) fails with the reason and its running steps are halted, instead of
+# failing again at every pass for ever.
+MAX_FAILED_PASSES = 3
 DEPLOY_WAIT_S = 600.0  # a deploy step without timeout_s fails if not serving by then
 
 
@@ -79,6 +84,7 @@ class PipelineDriver(RowDriver):
         self.kinds = kinds
         self.subruns = SubRuns(db, records)
         self.before_pass: Callable[[], None] | None = None  # the schedules' firing
+        self._failures: dict[str, int] = {}  # a run's failed passes in a row
 
     def step(self) -> None:
         if self.before_pass is not None:
@@ -103,6 +109,59 @@ class PipelineDriver(RowDriver):
         return View(run, self.records.spec_of(run), tasks)
 
     def advance(self, run_id: str) -> None:
+        """The run moved on; past MAX_FAILED_PASSES failures in a row, ended (`_abandon`)."""
+        try:
+            self._advance(run_id)
+        except Exception as exc:
+            failed = self._failures.get(run_id, 0) + 1
+            if failed < MAX_FAILED_PASSES:
+                self._failures[run_id] = failed
+                raise  # logged by the loop; tried again next pass
+            self._failures.pop(run_id, None)
+            log.exception("pipeline run %s could not be moved on; ending it", run_id)
+            self._abandon(run_id, f"{type(exc).__name__}: {str(exc)[:300]}")
+        else:
+            self._failures.pop(run_id, None)
+
+    def _abandon(self, run_id: str, why: str) -> None:
+        """End a run the driver cannot move on, from its rows alone (its spec or its steps'
+        values may be what fails): its running jobs and experiments halted, its open tasks
+        ended, the run FAILED saying why (HALTED if its owner had halted it)."""
+        now = time.time()
+        with self.db.session() as session:
+            run = rows.get(session, run_id)
+            if run is None:
+                return
+            tasks = rows.tasks_of(session, run_id)
+            owner = run.owner_id
+            halted = run.state == RunState.HALTED
+            for task in tasks:
+                if task.state in (StepState.RUNNING, StepState.WAITING):
+                    task.state = (StepState.HALTED if halted else StepState.FAILED).value
+                    task.message = task.message or "its run was ended"
+                    task.finished_at = now
+            if run.state in ACTIVE_RUN:
+                run.state = RunState.FAILED.value
+                run.message = f"the pipeline driver could not move this run on: {why}"
+            run.finished_at = run.finished_at or now
+            refs = [t.ref for t in tasks if t.ref]
+        for ref in refs:
+            self._stop(owner, ref)
+
+    def _stop(self, owner_id: str, ref: str) -> None:
+        """Halt a job or an experiment by its name alone, if it still runs."""
+        with contextlib.suppress(Conflict, NotFound, InvalidInput):
+            with self.db.session() as session:
+                job = job_rows.get_job(session, ref)
+            if job is not None:
+                if not job.halt_requested and JobState(job.state) not in TERMINAL_STATES:
+                    self.kinds.lifecycle.halt(ref)
+                return
+            found = self.kinds.experiments.find(owner_id, ref)
+            if found.state in ("CREATED", "RUNNING"):
+                self.kinds.experiments.halt(found)
+
+    def _advance(self, run_id: str) -> None:
         """Pass after pass while one changes something: a step that ends opens the next in
         the same call (a select or a deploy step ends as it starts)."""
         before = None

@@ -22,6 +22,7 @@ from loom.domain.credentials import Credentials, merge
 from loom.domain.errors import InvalidInput, LoomError, NotFound
 from loom.domain.manifest import manifest_from_dict
 from loom.domain.pipeline import STEP_NAME, Step
+from loom.domain.pipeline_refs import MAX_DEPTH
 from loom.domain.safe_yaml import UnsafeYaml, safe_load
 from loom.domain.states import JobState
 from loom.hpo.records import trial_spec_of
@@ -200,7 +201,10 @@ class StepKinds:
             return Finished("FAILED", f"its job {job_id} was deleted", {})
         state = JobState(job.state)
         if state == JobState.COMPLETED:
-            return Finished("SUCCEEDED", "", self.job_outputs(job_id))
+            try:
+                return Finished("SUCCEEDED", "", self.job_outputs(job_id))
+            except StepFailed as exc:  # what it left cannot be this step's outputs
+                return Finished("FAILED", f"its job {job_id} completed, but {exc}", {})
         if state == JobState.FAILED:
             return Finished("FAILED", f"its job {job_id} failed: {job.status_message}", {})
         if state == JobState.HALTED:
@@ -413,15 +417,39 @@ def _metrics(final: dict[str, float]) -> dict[str, float]:
 
 
 def _values(results: Path) -> dict[str, Any] | None:
-    """`RESULT_DIR/outputs.json`: a JSON object of at most 64 KiB, or nothing. The folder was
-    written by untrusted code: no link is followed, as the registry reads `model/`."""
+    """`RESULT_DIR/outputs.json`: a JSON object of at most 64 KiB nested at most MAX_DEPTH
+    levels, or nothing (no file); one that is there but is not that fails the step
+    (`StepFailed`, saying why). The folder was written by untrusted code: no link is
+    followed, as the registry reads `model/`."""
     try:
         with open_regular(results, "outputs.json") as handle:
             text = handle.read(MAX_VALUES + 1)
-        found = json.loads(text) if len(text) <= MAX_VALUES else None
-    except (OSError, ValueError):
+    except OSError:
         return None
-    return found if isinstance(found, dict) else None
+    if len(text) > MAX_VALUES:
+        raise StepFailed(f"its outputs.json is larger than {MAX_VALUES // 1024} KiB")
+    try:
+        found = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else f"not JSON ({exc})"
+        raise StepFailed(f"its outputs.json is {why}") from None
+    if not isinstance(found, dict):
+        raise StepFailed(f"its outputs.json is a {type(found).__name__}, not a JSON object")
+    if nesting(found) > MAX_DEPTH:
+        raise StepFailed(f"its outputs.json is nested deeper than {MAX_DEPTH} levels")
+    return found
+
+
+def nesting(value: Any) -> int:
+    """How deep mappings and lists go in a value, found without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _flat(items: list[Any]) -> list[Any]:

@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from loom.domain.errors import InvalidInput, NotFound
+from loom.domain.errors import InvalidInput, NotFound, PayloadTooLarge
 from loom.domain.manifest import manifest_from_dict
-from loom.sandbox.files import UnsafePath, open_regular, regular_files
+from loom.sandbox.files import UnsafePath, open_regular, regular_file_stats
 from loom.storage.artifacts import ArtifactStore
 from loom.store import run_info
 from loom.store.db import Database
@@ -38,13 +38,27 @@ class ModelRegistry:
 
     # -- registration ------------------------------------------------------------------------
     def register(
-        self, job: Job, original: dict[str, Any], results: Path, metrics: dict[str, float]
+        self,
+        job: Job,
+        original: dict[str, Any],
+        results: Path,
+        metrics: dict[str, float],
+        max_bytes: int | None = None,
     ) -> ModelVersion | None:
-        """A new version from a completed job's `RESULT_DIR/model/`; None if it wrote none."""
+        """A new version from a completed job's `RESULT_DIR/model/`; None if it wrote none.
+        Refused (`PayloadTooLarge`) past `max_bytes`, its files counted by their apparent
+        size: a sparse file takes its whole size once copied into the artifact store."""
         folder = results / "model"
         files = []
-        # The folder was written by untrusted code: no link is followed out of it.
-        for relative in regular_files(folder):
+        found = regular_file_stats(folder)  # written by untrusted code: no link is followed
+        size = sum(info.st_size for info in found.values())
+        if max_bytes is not None and size > max_bytes:
+            raise PayloadTooLarge(
+                f"its model's files take {size / 2**20:,.0f} MiB (sparse files counted at their "
+                f"full size), more than the {max_bytes / 2**20:,.0f} MiB a model may take "
+                "(the manifest's `storage`, or LOOM_MAX_MODEL_MB)"
+            )
+        for relative in sorted(found):
             try:
                 with open_regular(folder, relative) as data:
                     digest, size = self.artifacts.put_stream(data)

@@ -5,13 +5,19 @@ What the confined process gets:
   Python that Loom runs under read-only, then only the folders it is given (its job's), a
   private `/tmp`, a fresh `/proc` that shows only its own processes, a minimal `/dev` (plus the
   GPUs it was given), and `/etc/passwd` naming its uid;
+- of the host's `/etc`, only what programs read to run (the dynamic linker's cache, locale and
+  time zone, certificates, name-service and MIME tables, alternatives), never its users, shadow,
+  package sources, configuration of services or credentials; of `/sys`, the CPUs, NUMA nodes
+  and its own cgroup (a GPU job the whole of it: the driver walks the PCI tree);
 - its own pid and IPC namespaces: it can see or signal no process outside, and when its first
   process ends every process it left behind is killed by the kernel;
 - its own unprivileged uid and gid with no supplementary groups, no capabilities and
   `no_new_privs`: `bwrap` builds the view as root, then `setpriv` drops every right before the
   user's command starts.
 
-The host network is kept (learners of one job meet on it, as pods do without a network policy).
+The network is the caller's: a job's learners are started inside their job's namespace
+(`sandbox.netns`), where they meet on its loopback; `unshare_net` gives the view an empty network
+of its own (a serving replica, reached through its unix socket only).
 """
 
 from __future__ import annotations
@@ -22,7 +28,44 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SYSTEM_DIRS = ("/usr", "/etc")
+SYSTEM_DIRS = ("/usr",)
+# What of the host's /etc a program needs to run; `passwd`, `group` and `hosts` are the view's own.
+ETC_SHOWN = (
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "fonts",
+    "gai.conf",
+    "host.conf",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ld.so.preload",
+    "locale.alias",
+    "localtime",
+    "magic",
+    "magic.mime",
+    "matplotlibrc",
+    "mime.types",
+    "mtab",
+    "networks",
+    "nsswitch.conf",
+    "openmpi",
+    "os-release",
+    "pki",
+    "protocols",
+    "python3",
+    "resolv.conf",
+    "services",
+    "ssl",
+    "terminfo",
+    "timezone",
+)
+ETC_PREFIXES = ("python3.",)  # Debian's python3.11/ (sitecustomize)
+SYS_SHOWN = ("devices/system/cpu", "devices/system/node", "kernel/mm/transparent_hugepage")
 LINKED = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 NVIDIA_SHARED = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 
@@ -38,6 +81,9 @@ class View:
     gpus: list[int] = field(default_factory=list)
     tmp_bytes: int | None = None
     cwd: str = "/"
+    unshare_net: bool = False  # an empty network of its own (else the caller's)
+    # its own cgroup's folders, each at the path it is shown at (`cgroups.Cgroup.shown`)
+    cgroup: dict[str, str] = field(default_factory=dict)
 
 
 def python_paths() -> list[str]:
@@ -66,6 +112,7 @@ def command(view: View, argv: list[str], *, bwrap: str = "bwrap") -> list[str]:
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-cgroup-try",
+        *(["--unshare-net"] if view.unshare_net else []),
         "--die-with-parent",
         "--proc",
         "/proc",
@@ -77,9 +124,9 @@ def command(view: View, argv: list[str], *, bwrap: str = "bwrap") -> list[str]:
             args += ["--ro-bind", folder, folder]
     for name in LINKED:
         args += _root_entry(name)
-    if os.path.isdir("/sys"):
-        args += ["--ro-bind", "/sys", "/sys"]
-    made: set[str] = set()
+    args += etc_entries()
+    args += sys_entries(whole=bool(view.gpus), cgroup=view.cgroup)
+    made: set[str] = {"/etc", "/sys"}
     for path, source in view.files.items():
         args += [*_parents(path, made), "--ro-bind", source, path]
     args += _tmp("/tmp", view.tmp_bytes)
@@ -94,6 +141,44 @@ def command(view: View, argv: list[str], *, bwrap: str = "bwrap") -> list[str]:
         args += ["--dev-bind", device, device]
     args += ["--chdir", view.cwd, "--"]
     return args + drop_rights(view.uid) + argv
+
+
+def etc_entries(etc: Path = Path("/etc")) -> list[str]:
+    """The host's /etc, reduced to `ETC_SHOWN` (each read-only, where this machine has it)."""
+    args = ["--perms", "0755", "--dir", "/etc"]
+    try:
+        present = sorted(os.listdir(etc))
+    except OSError:
+        return args
+    for name in present:
+        if name in ETC_SHOWN or name.startswith(ETC_PREFIXES):
+            path = etc / name
+            if path.is_symlink() and name == "mtab":
+                args += ["--symlink", os.readlink(path), f"/etc/{name}"]
+            elif path.exists():
+                args += ["--ro-bind", str(path), f"/etc/{name}"]
+    return args
+
+
+def sys_entries(*, whole: bool, cgroup: dict[str, str], root: Path = Path("/sys")) -> list[str]:
+    """The host's /sys (a GPU job's: the driver reads the PCI tree), else only the CPUs, NUMA
+    nodes and memory settings, and the learner's own cgroup where a reader looks for limits."""
+    if not root.is_dir():
+        return []
+    if whole:
+        return ["--ro-bind", str(root), "/sys"]
+    shown = {f"/sys/{part}": str(root / part) for part in SYS_SHOWN}
+    shown.update(cgroup)
+    args: list[str] = []
+    made: set[str] = set()
+    for target, source in sorted(shown.items()):
+        if os.path.isdir(source):
+            for folder in reversed(Path(target).parents[:-1]):  # /sys, /sys/devices, …
+                if str(folder) not in made:
+                    made.add(str(folder))
+                    args += ["--perms", "0755", "--dir", str(folder)]
+            args += ["--ro-bind", source, target]
+    return args
 
 
 def drop_rights(uid: int) -> list[str]:

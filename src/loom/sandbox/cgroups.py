@@ -57,6 +57,13 @@ class Cgroup:
             finally:
                 os.close(fd)
 
+    def shown(self) -> dict[str, str]:
+        """Where a sandbox sees this group: on v2 as the whole of `/sys/fs/cgroup`, on v1 as
+        each controller's folder there (`/sys/fs/cgroup/memory`, …)."""
+        if self.version == 2:
+            return {str(ROOT): str(self._main)}
+        return {str(ROOT / path.parts[len(ROOT.parts)]): str(path) for path in self.paths}
+
     def pids(self) -> list[int]:
         found: set[int] = set()
         for path in self.paths:

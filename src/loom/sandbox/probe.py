@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from loom.sandbox import bwrap, cgroups
+from loom.sandbox import bwrap, cgroups, netns
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class Support:
     reason: str
     cgroups: str  # the cgroup layout used, or why there is none
     bwrap: str | None = None
+    network: str | None = "not probed"  # why jobs cannot have networks of their own; None: they can
 
 
 def probe(uid_base: int) -> Support:
@@ -42,15 +43,10 @@ def probe(uid_base: int) -> Support:
     if done.returncode != 0:
         why = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
         return Support(False, f"bubblewrap cannot create namespaces here: {why[0]}", "none")
+    network = netns.probe()
+    views = "own uid, mount view, pid namespace" + (", network namespace" if not network else "")
     try:
         layout = cgroups.detect().describe()
     except cgroups.CgroupUnavailable as exc:
-        return Support(
-            True,
-            "bubblewrap (own uid, mount view, pid namespace); no cgroup limits",
-            str(exc),
-            found,
-        )
-    return Support(
-        True, f"bubblewrap (own uid, mount view, pid namespace), {layout}", layout, found
-    )
+        return Support(True, f"bubblewrap ({views}); no cgroup limits", str(exc), found, network)
+    return Support(True, f"bubblewrap ({views}), {layout}", layout, found, network)

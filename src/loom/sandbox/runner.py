@@ -37,6 +37,18 @@ def identity_files(folder: Path, uid: int) -> dict[str, str]:
     return shown
 
 
+def hosts_file(folder: Path) -> dict[str, str]:
+    """`/etc/hosts` for a sandbox: this machine's name on the loopback, where a job in a network
+    of its own finds itself (the collective libraries resolve it to pick an address)."""
+    import socket
+
+    name = socket.gethostname()
+    path = folder / "sandbox-hosts"
+    path.write_text(f"127.0.0.1\tlocalhost {name}\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+    path.chmod(0o644)
+    return {"/etc/hosts": str(path)}
+
+
 def make_cgroup(
     name: str, cpus: float | None, memory: int | None, pids: int | None
 ) -> cgroups.Cgroup | None:

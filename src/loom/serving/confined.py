@@ -92,6 +92,8 @@ class ReplicaSandbox:
             gpus=gpus,
             tmp_bytes=section.get("tmp_bytes"),
             cwd=str(self.folder),
+            unshare_net=section.get("network") == "none",
+            cgroup=group.shown() if group is not None else {},
         )
         argv = bwrap.command(view, command, bwrap=section["bwrap"])
         return argv, group, (lambda: group.join(0)) if group is not None else None

@@ -75,7 +75,10 @@ class ReplicaHost:
         command = [sys.executable, "-m", "loom.serving", str(model), "--host", host,
                    "--port", str(port), *options]  # fmt: skip
         name = f"serve-{self.folder.parent.name}-{self.folder.name}"
-        start = confine(sandbox, self.folder, name, command, model, _ray_gpus())
+        # Reached over its node's network (its gateway is elsewhere), with a secret of its own:
+        # a replica here keeps the node's network, where one beside its gateway has none.
+        on_node = {**sandbox, "network": "host"} if sandbox else None
+        start = confine(on_node, self.folder, name, command, model, _ray_gpus())
         self.group = start.group
         with (self.folder / "replica.log").open("ab") as out:
             self.process = subprocess.Popen(

@@ -88,6 +88,15 @@ def count_lines(session: Session, job_id: str) -> int:
     return int(session.scalar(query) or 0)
 
 
+def usage_lines(session: Session, job_id: str) -> tuple[int, int]:
+    """A job's lines and the characters of their text."""
+    query = select(func.count(), func.coalesce(func.sum(func.length(LogLine.text)), 0)).where(
+        LogLine.job_id == job_id
+    )
+    rows, size = session.execute(query).one()
+    return int(rows), int(size)
+
+
 def delete_lines(session: Session, job_id: str, limit: int) -> int:
     """Delete up to `limit` of a job's lines (a short transaction); returns how many."""
     some = select(LogLine.id).where(LogLine.job_id == job_id).limit(limit)

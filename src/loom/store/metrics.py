@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select
+import orjson
+from sqlalchemy import ColumnElement, Select, Text, delete, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from loom.store.logs import Row, delete_rows, insert_ignoring_duplicates
@@ -23,6 +24,7 @@ POINT_COLUMNS = (
     "values",
 )
 JSON_COLUMNS = frozenset({"etimes", "values"})
+POINTS = MetricPoint.__table__
 
 
 def insert_points(session: Session, rows: Sequence[Row]) -> int:
@@ -35,6 +37,16 @@ def insert_points(session: Session, rows: Sequence[Row]) -> int:
 def count_points(session: Session, job_id: str) -> int:
     query = select(func.count()).select_from(MetricPoint).where(MetricPoint.job_id == job_id)
     return int(session.scalar(query) or 0)
+
+
+def usage_points(session: Session, job_id: str) -> tuple[int, int]:
+    """A job's points and the characters of their values and x-axis values (as JSON)."""
+    size = func.length(MetricPoint.values) + func.coalesce(func.length(MetricPoint.etimes), 0)
+    query = select(func.count(), func.coalesce(func.sum(size), 0)).where(
+        MetricPoint.job_id == job_id
+    )
+    rows, total = session.execute(query).one()
+    return int(rows), int(total)
 
 
 def delete_points(session: Session, job_id: str, limit: int) -> int:
@@ -57,7 +69,11 @@ def last_id(session: Session, job_id: str) -> int:
     return int(session.scalar(query) or 0)
 
 
-def _filtered(
+def _filtered(job_id: str, **filters: Any) -> Select[MetricPoint]:
+    return select(MetricPoint).where(*_conditions(job_id, **filters))
+
+
+def _conditions(
     job_id: str,
     *,
     after_id: int = 0,
@@ -65,17 +81,19 @@ def _filtered(
     name: str | None = None,
     learner_id: int | None = None,
     since: float | None = None,
-) -> Select[MetricPoint]:
-    query = select(MetricPoint).where(MetricPoint.job_id == job_id, MetricPoint.id > after_id)
+) -> list[ColumnElement[bool]]:
+    """The filters, on the table's own columns (for ORM and Core queries alike)."""
+    c = POINTS.c
+    found = [c.job_id == job_id, c.id > after_id]
     if group is not None:
-        query = query.where(MetricPoint.group == group)
+        found.append(c.group == group)
     if name is not None:
-        query = query.where(MetricPoint.values[name].as_float().is_not(None))
+        found.append(c["values"][name].as_float().is_not(None))
     if learner_id is not None:
-        query = query.where(MetricPoint.learner_id == learner_id)
+        found.append(c.learner_id == learner_id)
     if since is not None:
-        query = query.where(MetricPoint.time >= since)
-    return query
+        found.append(c.time >= since)
+    return found
 
 
 def read_points(
@@ -97,3 +115,37 @@ def read_points(
 
 def all_points(session: Session, job_id: str, **filters: Any) -> list[MetricPoint]:
     return list(session.scalars(_filtered(job_id, **filters).order_by(MetricPoint.id)))
+
+
+def x_range(session: Session, job_id: str, **filters: Any) -> tuple[int, int] | None:
+    """The lowest and highest x (the step, else the sequence number) of the filtered points."""
+    x = func.coalesce(POINTS.c.step, POINTS.c.seq)
+    query = select(func.min(x), func.max(x)).where(*_conditions(job_id, **filters))
+    low, high = session.connection().execute(query).one()
+    return None if low is None else (int(low), int(high))
+
+
+def stream_points(
+    session: Session, job_id: str, chunk: int = 5000, **filters: Any
+) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """`(group, x, values)` of the filtered points in arrival order, read `chunk` rows at a
+    time by keyset (never the whole job in memory, nor one long-held cursor)."""
+    after = int(filters.pop("after_id", 0) or 0)
+    # Core on the table's columns, the values as stored (JSON text on SQLite) decoded here by
+    # orjson: the ORM's rows and the JSON type's decoding were most of the cost (~6x).
+    c = POINTS.c
+    columns = (c.id, c.group, c.step, c.seq, type_coerce(c["values"], Text))
+    while True:
+        query = (
+            select(*columns)
+            .where(*_conditions(job_id, after_id=after, **filters))
+            .order_by(c.id)
+            .limit(chunk)
+        )
+        rows = session.connection().execute(query).all()
+        for row_id, group, step, seq, values in rows:
+            found = values if isinstance(values, dict) else orjson.loads(values)
+            yield group, step if step is not None else seq, found
+            after = row_id
+        if len(rows) < chunk:
+            return

@@ -6,31 +6,59 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from loom.store.logs import insert_ignoring_duplicates
 from loom.store.tables import RunInfo
 
 Entry = tuple[str, str, str, float]  # (kind: param | tag, key, value, set at)
+COLUMNS = ("job_id", "kind", "key", "value", "set_at")
 
 
-def record(session: Session, job_id: str, entries: Sequence[Entry]) -> None:
+def record(session: Session, job_id: str, entries: Sequence[Entry]) -> int:
+    """Store the entries; how many rows were written (a resent parameter writes none).
+    Parameters go in one statement (kept if already there); each tag is an upsert that keeps
+    the newest value."""
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    params = [(job_id, kind, key, value, at) for kind, key, value, at in entries if kind == "param"]
+    written = insert_ignoring_duplicates(session, RunInfo.__tablename__, COLUMNS, params)
     for kind, key, value, at in entries:
+        if kind == "param":
+            continue
         row = {"job_id": job_id, "kind": kind, "key": key, "value": value, "set_at": at}
         statement: Any = dialect.insert(RunInfo).values(**row)
         unique = [RunInfo.job_id, RunInfo.kind, RunInfo.key]
-        if kind == "param":
-            statement = statement.on_conflict_do_nothing(index_elements=unique)
-        else:
-            newer = statement.excluded.set_at >= RunInfo.set_at
-            statement = statement.on_conflict_do_update(
-                index_elements=unique,
-                set_={"value": statement.excluded.value, "set_at": statement.excluded.set_at},
-                where=newer,
-            )
-        session.execute(statement)
+        newer = statement.excluded.set_at >= RunInfo.set_at
+        statement = statement.on_conflict_do_update(
+            index_elements=unique,
+            set_={"value": statement.excluded.value, "set_at": statement.excluded.set_at},
+            where=newer,
+        )
+        written += max(int(getattr(session.execute(statement), "rowcount", 1) or 0), 0)
+    return written
+
+
+def existing(
+    session: Session, job_id: str, keys: Sequence[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """Which of these (kind, key) the job has already."""
+    if not keys:
+        return set()
+    names = sorted({key for _kind, key in keys})
+    query = select(RunInfo.kind, RunInfo.key).where(
+        RunInfo.job_id == job_id, RunInfo.key.in_(names)
+    )
+    return {(kind, key) for kind, key in session.execute(query)} & set(keys)
+
+
+def usage(session: Session, job_id: str) -> tuple[int, int]:
+    """A job's parameters and tags, and the characters of their keys and values."""
+    size = func.length(RunInfo.key) + func.length(RunInfo.value)
+    query = select(func.count(), func.coalesce(func.sum(size), 0)).where(RunInfo.job_id == job_id)
+    rows, total = session.execute(query).one()
+    return int(rows), int(total)
 
 
 def read(session: Session, job_id: str) -> dict[str, dict[str, str]]:

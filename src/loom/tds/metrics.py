@@ -14,6 +14,7 @@ from loom.store import metrics as metric_rows
 from loom.store.db import Database
 from loom.store.logs import Row
 from loom.store.tables import MetricPoint
+from loom.tds import series as series_rules
 from loom.tds.logs import page_window
 from loom.tds.signals import JobSignals
 
@@ -158,30 +159,32 @@ class MetricService:
         with self.db.session() as session:
             return metric_rows.read_points(session, job_id, **window, **query.filters)
 
-    def series(self, job_id: str, query: MetricQuery) -> dict[str, dict[str, dict[str, list[Any]]]]:
-        """`{group: {name: {"steps": [...], "values": [...]}}}`, in arrival order (filter by
-        `learner` to chart one learner of a gang)."""
+    def series(
+        self, job_id: str, query: MetricQuery, budget: int = series_rules.DEFAULT_BUDGET
+    ) -> dict[str, Any]:
+        """`{"series": {group: {name: {"steps": [...], "values": [...]}}}, …}`: each line exact
+        in arrival order up to `budget` points, else reduced to that many (`tds.series`);
+        filter by `learner` to chart one learner of a gang. Memory stays within the budget,
+        whatever the job's size."""
+        filters = query.filters
         with self.db.session() as session:
-            points = metric_rows.all_points(session, job_id, **query.filters)
-        out: dict[str, dict[str, dict[str, list[Any]]]] = {}
-        for point in points:
-            step = point.step if point.step is not None else point.seq
-            for name, value in point.values.items():
-                if query.name is not None and name != query.name:
-                    continue
-                line = out.setdefault(point.group, {}).setdefault(name, {"steps": [], "values": []})
-                line["steps"].append(step)
-                line["values"].append(value)
-        return out
+            span = metric_rows.x_range(session, job_id, **filters)
+            reducer = series_rules.SeriesReducer(span, budget, name=query.name)
+            for group, x, values in metric_rows.stream_points(session, job_id, **filters):
+                reducer.add(group, x, values)
+        return reducer.result()
 
     def final(self, job_id: str) -> dict[str, float]:
-        """The last value of every metric, as `{"group/name": value}`: a model's scorecard."""
+        """The last value of every metric, as `{"group/name": value}`: a model's scorecard
+        (read in chunks; at most `tds.series.MAX_LINES` metrics)."""
         latest: dict[str, float] = {}
-        for group, names in self.series(job_id, MetricQuery()).items():
-            for name, line in names.items():
-                values = [v for v in line["values"] if v is not None]
-                if values:
-                    latest[f"{group}/{name}"] = values[-1]
+        with self.db.session() as session:
+            for group, _x, values in metric_rows.stream_points(session, job_id):
+                for name, value in values.items():
+                    key = f"{group}/{name}"
+                    fits = key in latest or len(latest) < series_rules.MAX_LINES
+                    if fits and isinstance(value, int | float) and not isinstance(value, bool):
+                        latest[key] = value
         return latest
 
     def last_id(self, job_id: str) -> int:

@@ -14,7 +14,18 @@ from loom.store import run_info as info_rows
 from loom.store.db import Database
 from loom.store.logs import Row
 from loom.tds import run_info
-from loom.tds.caps import LOG_NOTICE, METRIC_NOTICE, JobCap
+from loom.tds.budgets import (
+    LOG_NOTICE,
+    METRIC_NOTICE,
+    RUN_INFO_NOTICE,
+    Allowance,
+    JobBudget,
+    Limits,
+    UserRate,
+    entry_size,
+    line_size,
+    point_size,
+)
 from loom.tds.logs import LogService
 from loom.tds.metrics import MetricService
 from loom.tds.signals import JobSignals
@@ -28,14 +39,22 @@ class TrainingData:
         max_lines: int | None = None,
         max_points: int | None = None,
         platform_metrics: PlatformMetrics | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> None:
+        """`limits`: the platform's budgets (`tds.budgets`); without them, only `max_lines`
+        and `max_points` per job."""
         self.db = db
         self.platform_metrics = platform_metrics or PlatformMetrics()
         self.signals = signals
         self.logs = LogService(db, signals)
         self.metrics = MetricService(db, signals)
-        self.line_cap = JobCap(max_lines, log_rows.count_lines)
-        self.point_cap = JobCap(max_points, metric_rows.count_points)
+        limits = limits or Limits(lines=Allowance(max_lines), points=Allowance(max_points))
+        self.limits = limits
+        self.line_cap = JobBudget(limits.lines, log_rows.usage_lines)
+        self.point_cap = JobBudget(limits.points, metric_rows.usage_points)
+        self.info_cap = JobBudget(limits.run_info, info_rows.usage)
+        self.ingest_rate = UserRate(limits.ingest_bytes_per_s, limits.ingest_burst_bytes)
 
     def ingest(
         self,
@@ -57,39 +76,72 @@ class TrainingData:
             return
         with self.db.session() as session:
             self._store(session, job_id, line_rows, point_rows)
-            info_rows.record(session, job_id, info)
+            self.record_run_info(session, job_id, info)
         self.signals.notify(job_id)
+
+    def record_run_info(
+        self, session: Session, job_id: str, entries: Sequence[info_rows.Entry]
+    ) -> int:
+        """Store parameters and tags within the job's budget (a key it has already is always
+        taken: a tag's new value replaces the old); how many were refused, said once in the
+        job's log. For every path that writes run info (learners' batches, MLflow's API)."""
+        if not entries:
+            return 0
+        if self.info_cap.allowance.limited:
+            known = info_rows.existing(session, job_id, [(e[0], e[1]) for e in entries])
+        else:
+            known = set()
+        new = [e for e in entries if (e[0], e[1]) not in known]
+        sizes = [entry_size(e) for e in new]
+        kept = self.info_cap.admit(session, job_id, new, sizes)
+        written = info_rows.record(
+            session, job_id, [*(e for e in entries if (e[0], e[1]) in known), *kept]
+        )
+        self.info_cap.settle(job_id, sizes[: len(kept)], min(written, len(kept)))
+        refused = len(new) - len(kept)
+        if refused:
+            log_rows.insert_lines(session, [RUN_INFO_NOTICE.row(job_id, self.info_cap.allowance)])
+        return refused
 
     def _store(
         self, session: Session, job_id: str, lines: Sequence[Row], points: Sequence[Row]
     ) -> None:
         """Insert what fits under the job's caps; say once in its log where each was cut."""
         log_rows.lock_job_stream(session, job_id)
-        kept_lines = self.line_cap.admit(session, job_id, lines)
-        kept_points = self.point_cap.admit(session, job_id, points)
+        line_sizes = (
+            [line_size(row) for row in lines] if self.line_cap.allowance.bytes else [0] * len(lines)
+        )
+        point_sizes = (
+            [point_size(row) for row in points]
+            if self.point_cap.allowance.bytes
+            else [0] * len(points)
+        )
+        kept_lines = self.line_cap.admit(session, job_id, lines, line_sizes)
+        kept_points = self.point_cap.admit(session, job_id, points, point_sizes)
         try:
             inserted = log_rows.insert_lines(session, kept_lines)
-            self.line_cap.settle(job_id, len(kept_lines), inserted)
+            self.line_cap.settle(job_id, line_sizes[: len(kept_lines)], inserted)
             self.platform_metrics.ingested_lines.inc(inserted)
             inserted = metric_rows.insert_points(session, kept_points)
-            self.point_cap.settle(job_id, len(kept_points), inserted)
+            self.point_cap.settle(job_id, point_sizes[: len(kept_points)], inserted)
             self.platform_metrics.ingested_points.inc(inserted)
         except BaseException:
             self.line_cap.forget(job_id)  # counted again from what the store holds
             self.point_cap.forget(job_id)
             raise
         cuts = (
-            (LOG_NOTICE, self.line_cap.limit, len(kept_lines) < len(lines)),
-            (METRIC_NOTICE, self.point_cap.limit, len(kept_points) < len(points)),
+            (LOG_NOTICE, self.line_cap, len(kept_lines) < len(lines)),
+            (METRIC_NOTICE, self.point_cap, len(kept_points) < len(points)),
         )
-        for notice, limit, cut in cuts:
-            if cut and limit is not None:
-                log_rows.insert_lines(session, [notice.row(job_id, limit)])
+        for notice, budget, cut in cuts:
+            if cut:
+                log_rows.insert_lines(session, [notice.row(job_id, budget.allowance)])
 
     def forget(self, job_id: str) -> None:
         """The job's lines and points were deleted: its caps count afresh."""
         self.line_cap.forget(job_id)
         self.point_cap.forget(job_id)
+        self.info_cap.forget(job_id)
 
     def backfill(
         self,
@@ -108,7 +160,7 @@ class TrainingData:
         line_rows = self.logs.rows(job_id, attempt, learner, lines)
         point_rows = self.metrics.rows(job_id, attempt, learner, points, strict=False)
         self._store(session, job_id, line_rows, point_rows)
-        info_rows.record(session, job_id, info)
+        self.record_run_info(session, job_id, info)
         return bool(lines or points)
 
     def delivered(

@@ -18,8 +18,9 @@ export function SignIn({ onSignedIn, notice }) {
     setBusy(true);
     setError(null);
     try {
-      const user = await api("/v1/me", { bearer: candidate });
-      token.set(candidate);
+      // The token goes to the server once; it keeps it in a cookie the page cannot read.
+      const user = await api("/v1/session", { method: "POST", bearer: candidate });
+      token.set();
       onSignedIn(user);
     } catch (caught) {
       setError(caught.status === 401 ? "That token was not accepted" : caught.message);

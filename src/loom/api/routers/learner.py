@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from loom.api.auth import CallerDep, PlatformDep
 from loom.api.schemas import LearnerStatusIn, LogBatchIn
 from loom.domain.errors import Forbidden, InvalidInput
 
 router = APIRouter(prefix="/v1/learner/jobs", tags=["learner"])
+
+
+def body_size(request: Request) -> int:
+    """The request body's declared size (within `api.limits.BodyLimit`)."""
+    declared = request.headers.get("content-length", "")
+    return int(declared) if declared.isdigit() else 0
 
 
 def check_job_scope(who: CallerDep, job_id: str) -> None:
@@ -30,12 +36,19 @@ def _check_scope(who: CallerDep, job_id: str, learner_id: int, body_learner: int
 
 @router.post("/{job_id}/learners/{learner_id}/logs")
 def logs(
-    job_id: str, learner_id: int, body: LogBatchIn, who: CallerDep, loom: PlatformDep
+    job_id: str,
+    learner_id: int,
+    body: LogBatchIn,
+    who: CallerDep,
+    loom: PlatformDep,
+    request: Request,
 ) -> dict[str, Any]:
     _check_scope(who, job_id, learner_id, body.learner)
     if not (body.lines or body.metrics):
         loom.lifecycle.heartbeat(job_id, body.attempt, learner_id)
         return {"accepted": 0}
+    # Every byte counts to the owner's ingest budget: past it, 429 and the shipper resends.
+    loom.tds.ingest_rate.charge(who.user.id, who.user.name, body_size(request))
     lines = [line.model_dump() for line in body.lines]
     loom.tds.ingest(job_id, body.attempt, learner_id, lines, body.metrics)
     return {"accepted": len(lines) + len(body.metrics)}

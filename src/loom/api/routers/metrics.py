@@ -19,6 +19,7 @@ from loom.api.routers.stream import Cursor, Wanted
 from loom.api.schemas import WHOLE
 from loom.domain.errors import InvalidInput
 from loom.tds.metrics import MetricQuery, emetrics_json, point_json
+from loom.tds.series import DEFAULT_BUDGET, MAX_BUDGET
 
 router = APIRouter(prefix="/v1/jobs", tags=["metrics"])
 
@@ -44,6 +45,18 @@ def metrics(
     learner: Annotated[int | None, WHOLE, Query(ge=0, le=100_000)] = None,
     after: After = None,
     form: Form = Form.POINTS,
+    points: Annotated[
+        int,
+        WHOLE,
+        Query(
+            ge=4,
+            le=MAX_BUDGET,
+            description="form=series: the most points per line; a line with more is reduced "
+            "to its first, last, lowest and highest points per bucket of steps (its name is "
+            "then in `downsampled`, with how many points it has: page through them exactly "
+            "with form=points and `after`)",
+        ),
+    ] = DEFAULT_BUDGET,
     follow: bool = False,
     lines: Annotated[bool, Query(description="with follow: the log lines too")] = True,
     states: Annotated[
@@ -68,7 +81,7 @@ def metrics(
         after=after,
     )
     if form == Form.SERIES:
-        return {"job_id": job_id, "series": loom.tds.metrics.series(job_id, query)}
+        return {"job_id": job_id, **loom.tds.metrics.series(job_id, query, points)}
     rows = loom.tds.metrics.query(job_id, query)
     if form == Form.EMETRICS:
         first = max(pos, 1)
@@ -85,6 +98,7 @@ async def log_metrics(
     They are stored as learner 0."""
     owned_job(loom, user, job_id, admins=False)  # admins read any job; only owners add to it
     raw = await request.body()
+    loom.tds.ingest_rate.charge(user.id, user.name, len(raw))
 
     def parse_and_store() -> int:
         points = _points(raw)
