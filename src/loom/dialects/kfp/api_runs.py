@@ -155,7 +155,10 @@ def _sub_steps(
         for task in step.get("tasks") or []:
             if not task.get("run_id"):
                 continue
-            sub = platform.pipelines.find(user.id, task["run_id"])
+            try:
+                sub = platform.pipelines.find(user.id, task["run_id"])
+            except NotFound:  # its id is stored with the task a moment before the run is made
+                continue
             inner = steps_json(
                 sub, platform.pipelines.spec_of(sub), platform.pipelines.tasks(sub.id)
             )
