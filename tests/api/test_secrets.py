@@ -174,6 +174,9 @@ def test_missing_or_wrong_key_stops_the_server_with_a_sentence(tmp_path: Path) -
 
 
 @sqlite_only
+SHOWN = ("sandbox-passwd", "sandbox-group", "sandbox-hosts")
+
+
 def test_home_is_private_whatever_its_mode_and_the_umask(tmp_path: Path) -> None:
     """A 0777 home, an older world-readable file in it and umask 000: after start and a job,
     every folder under the home is 0700 and every file has no group or other bits."""
@@ -196,9 +199,9 @@ def test_home_is_private_whatever_its_mode_and_the_umask(tmp_path: Path) -> None
             for p in [home, *home.rglob("*")]
             if not p.is_symlink()
             and p.lstat().st_mode & 0o077
-            # what a sandboxed learner is shown read-only (its python shims, /etc/passwd and
-            # /etc/group) sits in its wrapper's 0700 folder
-            and not (p.parent.name == "bin" or p.name in ("bin", "sandbox-passwd", "sandbox-group"))
+            # what a sandboxed learner is shown read-only (its python shims, /etc/passwd,
+            # /etc/group and /etc/hosts) sits in its wrapper's 0700 folder
+            and not (p.parent.name == "bin" or p.name in ("bin", *SHOWN))
         ]
         assert loose == []
         for name in ("loom.db", "loom.db-wal", "loom.db-shm", "token", "secret.key", "server.json"):

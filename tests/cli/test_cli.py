@@ -291,6 +291,7 @@ def test_a_bad_manifest_is_told_before_anything_is_sent(tmp_path: Path) -> None:
     """The CLI checks the manifest itself: a misspelt field gets "did you mean", bad YAML its
     file, line and column; no server is needed for either."""
     env = {**os.environ, "LOOM_HOME": str(tmp_path), "LOOM_URL": "http://127.0.0.1:9"}
+    env["COLUMNS"] = "500"  # a long temporary path is not wrapped (rich breaks it at a dot)
     typo = tmp_path / "typo.yml"
     typo.write_text("name: x\nlearnrs: 2\nframework: {name: python, command: c}\n")
     broken = tmp_path / "broken.yml"

@@ -334,7 +334,7 @@ def test_every_algorithm_and_collector_runs_to_success(tenant: LoomClient) -> No
     for name, status in statuses.items():
         succeeded = [c for c in status["conditions"] if c["type"] == "Succeeded"]
         assert succeeded and succeeded[0]["status"] == "True", (name, status)
-        assert status["trialsSucceeded"] == status["trials"], (name, status)
+        assert status.get("trialsSucceeded") == status["trials"], (name, status)
         best = status["currentOptimalTrial"]
         assert best["bestTrialName"].startswith(name + "-")
         observed = {m["name"] for m in best["observation"]["metrics"]}
