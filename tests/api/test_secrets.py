@@ -173,10 +173,10 @@ def test_missing_or_wrong_key_stops_the_server_with_a_sentence(tmp_path: Path) -
         again.stop()
 
 
-@sqlite_only
 SHOWN = ("sandbox-passwd", "sandbox-group", "sandbox-hosts")
 
 
+@sqlite_only
 def test_home_is_private_whatever_its_mode_and_the_umask(tmp_path: Path) -> None:
     """A 0777 home, an older world-readable file in it and umask 000: after start and a job,
     every folder under the home is 0700 and every file has no group or other bits."""
