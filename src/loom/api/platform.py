@@ -30,7 +30,10 @@ from loom.store import users as user_rows
 from loom.store.db import Database, migrate
 from loom.store.private import create_private, tighten, write_private
 from loom.store.secret_keys import SecretKeys
+from loom.tds.logged_models import LoggedModels
 from loom.tds.retention import Retention
+from loom.tds.run_files import RunFiles
+from loom.tds.runs import Runs
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
@@ -61,6 +64,9 @@ class Platform:
     platform_metrics: PlatformMetrics
     experiments: Experiments
     pipelines: Pipelines
+    runs: Runs
+    run_files: RunFiles
+    logged_models: LoggedModels
     retention: Retention | None = None
     channel: Any = None  # store.notify.PgChannel on PostgreSQL
 
@@ -255,6 +261,9 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         Pipelines(
             settings, db, keys, artifacts, lifecycle, tds, registry, deployments, experiments
         ),
+        Runs(db, tds),
+        RunFiles(db, artifacts),
+        LoggedModels(db),
     )
     platform.experiments.driver.fence = leadership.fence
     platform.pipelines.driver.fence = leadership.fence

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from loom.dialects import mlflow
+
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
-    return []
+    return [*mlflow.routers()]

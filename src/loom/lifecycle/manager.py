@@ -55,6 +55,7 @@ from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
+from loom.store import runs as run_rows
 from loom.store import sealed
 from loom.store import users as user_rows
 from loom.store.db import Database
@@ -333,6 +334,7 @@ class LifecycleManager:
             job.queue_reason = ""
             self._revoke_when_done(session, job)
         job_rows.record_event(session, job, new.value, message)
+        run_rows.follow_job(session, job)
         self._local.changed.add(job.id)
         return True
 

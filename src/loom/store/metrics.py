@@ -21,6 +21,7 @@ POINT_COLUMNS = (
     "step",
     "etimes",
     "values",
+    "run_id",
 )
 JSON_COLUMNS = frozenset({"etimes", "values"})
 
@@ -97,3 +98,12 @@ def read_points(
 
 def all_points(session: Session, job_id: str, **filters: Any) -> list[MetricPoint]:
     return list(session.scalars(_filtered(job_id, **filters).order_by(MetricPoint.id)))
+
+
+def run_points(
+    session: Session, job_id: str, run_id: str | None, group: str, name: str
+) -> list[MetricPoint]:
+    """A job's points of one metric, of its own run (`run_id` None) or of a run it started."""
+    query = _filtered(job_id, group=group, name=name)
+    owned = MetricPoint.run_id.is_(None) if run_id is None else MetricPoint.run_id == run_id
+    return list(session.scalars(query.where(owned).order_by(MetricPoint.id)))

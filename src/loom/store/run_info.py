@@ -1,12 +1,12 @@
-"""A job's parameters and tags: a parameter keeps its first value (as MLflow's do), a tag its
-newest; resending either is a no-op."""
+"""A run's parameters and tags: a parameter keeps its first value (as MLflow's do), a tag its
+newest; resending either is a no-op. A job's are under its run, whose id is the job's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -15,12 +15,12 @@ from loom.store.tables import RunInfo
 Entry = tuple[str, str, str, float]  # (kind: param | tag, key, value, set at)
 
 
-def record(session: Session, job_id: str, entries: Sequence[Entry]) -> None:
+def record(session: Session, run_id: str, entries: Sequence[Entry]) -> None:
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     for kind, key, value, at in entries:
-        row = {"job_id": job_id, "kind": kind, "key": key, "value": value, "set_at": at}
+        row = {"run_id": run_id, "kind": kind, "key": key, "value": value, "set_at": at}
         statement: Any = dialect.insert(RunInfo).values(**row)
-        unique = [RunInfo.job_id, RunInfo.kind, RunInfo.key]
+        unique = [RunInfo.run_id, RunInfo.kind, RunInfo.key]
         if kind == "param":
             statement = statement.on_conflict_do_nothing(index_elements=unique)
         else:
@@ -33,10 +33,28 @@ def record(session: Session, job_id: str, entries: Sequence[Entry]) -> None:
         session.execute(statement)
 
 
-def read(session: Session, job_id: str) -> dict[str, dict[str, str]]:
+def read(session: Session, run_id: str) -> dict[str, dict[str, str]]:
     """`{"params": {key: value}, "tags": {key: value}}`, keys sorted."""
     found: dict[str, dict[str, str]] = {"params": {}, "tags": {}}
-    query = select(RunInfo).where(RunInfo.job_id == job_id).order_by(RunInfo.key)
+    query = select(RunInfo).where(RunInfo.run_id == run_id).order_by(RunInfo.key)
     for row in session.scalars(query):
         found["params" if row.kind == "param" else "tags"][row.key] = row.value
     return found
+
+
+def params_of(session: Session, run_id: str, keys: Collection[str]) -> dict[str, str]:
+    """The run's stored values of these params."""
+    if not keys:
+        return {}
+    query = select(RunInfo.key, RunInfo.value).where(
+        RunInfo.run_id == run_id, RunInfo.kind == "param", RunInfo.key.in_(list(keys))
+    )
+    return {key: value for key, value in session.execute(query)}
+
+
+def delete_tag(session: Session, run_id: str, key: str) -> bool:
+    """Remove a tag; False if the run had none by that key."""
+    query = delete(RunInfo).where(
+        RunInfo.run_id == run_id, RunInfo.kind == "tag", RunInfo.key == key
+    )
+    return bool(session.execute(query).rowcount)  # type: ignore[attr-defined]
