@@ -20,6 +20,7 @@ from loom.lifecycle.leadership import Leadership
 from loom.lifecycle.manager import LifecycleManager
 from loom.observability import PlatformMetrics
 from loom.pipelines.service import Pipelines
+from loom.registry.catalog import Catalog
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
 from loom.serving.spec import Tls
@@ -67,6 +68,7 @@ class Platform:
     runs: Runs
     run_files: RunFiles
     logged_models: LoggedModels
+    catalog: Catalog
     retention: Retention | None = None
     channel: Any = None  # store.notify.PgChannel on PostgreSQL
 
@@ -264,6 +266,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         Runs(db, tds),
         RunFiles(db, artifacts),
         LoggedModels(db),
+        Catalog(db),
     )
     platform.experiments.driver.fence = leadership.fence
     platform.pipelines.driver.fence = leadership.fence

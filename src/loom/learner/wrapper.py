@@ -293,10 +293,8 @@ class Learner:
         return code
 
     def _mlflow_endpoint(self) -> mlflow_api.Endpoint | None:
-        artifacts = f"file://{self.dirs['RESULT_DIR']}/artifacts"
-        tracking = mlflow_api.Tracking(self.spec["job_id"], artifacts, self.shipper.put_points)
         try:
-            return mlflow_api.Endpoint(tracking).start()
+            return mlflow_api.Endpoint(self.api.connection).start()
         except OSError:  # no loopback port: the job runs, without MLflow's API
             return None
 

@@ -4,6 +4,7 @@ artifact store by digest."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -36,9 +37,16 @@ def under(session: Session, container: str, folder: str) -> list[TrackedFile]:
 
 def listing(session: Session, container: str, folder: str) -> list[Listed]:
     """The files and folders right inside `folder`, by name; paths relative to the container."""
+    return folder_of(under(session, container, folder), folder)
+
+
+def folder_of(rows: Sequence[TrackedFile], folder: str) -> list[Listed]:
+    """What of these files is right inside `folder` (files, and folders holding others)."""
     prefix = folder.rstrip("/") + "/" if folder else ""
     found: dict[str, Listed] = {}
-    for row in under(session, container, folder):
+    for row in rows:
+        if not row.path.startswith(prefix):
+            continue
         rest = row.path[len(prefix) :]
         head, slash, _ = rest.partition("/")
         if slash:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from starlette.exceptions import HTTPException
 
-from loom.dialects.mlflow import artifacts, logged_models, tracking
+from loom.dialects.mlflow import artifacts, logged_models, registry, tracking
 from loom.dialects.mlflow.calls import API, mlflow_router
 
 fallback = mlflow_router(API)
@@ -22,4 +22,4 @@ def unknown(rest: str) -> Response:
 
 
 def routers() -> list[APIRouter]:
-    return [tracking.router, logged_models.router, artifacts.router, fallback]
+    return [tracking.router, logged_models.router, registry.router, artifacts.router, fallback]

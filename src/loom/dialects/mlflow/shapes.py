@@ -13,6 +13,7 @@ import json
 import math
 from typing import Any
 
+from loom.domain.catalog import ModelRecord, VersionRecord
 from loom.domain.errors import InvalidInput
 from loom.domain.runs import (
     Entry,
@@ -259,4 +260,48 @@ def files_json(found: list[Listed]) -> list[dict[str, Any]]:
         if entry.size is not None:
             item["file_size"] = entry.size
         shown.append(item)
+    return shown
+
+
+def registry_uri(model_id: str, version: int) -> str:
+    """Where a registered version's files are read through the artifact proxy."""
+    return f"mlflow-artifacts:/registry/{model_id}/{version}"
+
+
+def version_json(version: VersionRecord) -> dict[str, Any]:
+    shown: dict[str, Any] = {
+        "name": version.model,
+        "version": str(version.version),
+        "creation_timestamp": round(version.created_at * 1000),
+        "last_updated_timestamp": round(version.updated_at * 1000),
+        "user_id": version.owner_name,
+        "current_stage": version.stage,
+        "description": version.description,
+        "source": version.source,
+        "run_id": version.run_id,
+        "status": "READY",
+        "run_link": "",
+    }
+    if version.tags:
+        shown["tags"] = pairs(version.tags)
+    if version.aliases:
+        shown["aliases"] = version.aliases
+    if version.logged_model:
+        shown["model_id"] = version.logged_model
+    return shown
+
+
+def model_json(model: ModelRecord) -> dict[str, Any]:
+    shown: dict[str, Any] = {
+        "name": model.name,
+        "creation_timestamp": round(model.created_at * 1000),
+        "last_updated_timestamp": round(model.updated_at * 1000),
+        "description": model.description,
+    }
+    if model.latest:
+        shown["latest_versions"] = [version_json(v) for v in model.latest]
+    if model.tags:
+        shown["tags"] = pairs(model.tags)
+    if model.aliases:
+        shown["aliases"] = [{"alias": a, "version": str(v)} for a, v in model.aliases.items()]
     return shown
