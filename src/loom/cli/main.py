@@ -17,6 +17,7 @@ from loom.cli import (
     kubernetes,
     models,
     pipelines,
+    runs,
     tokens,
     users,
 )
@@ -82,6 +83,7 @@ app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(experiments.app, name="experiments")
+app.add_typer(runs.app, name="runs")
 app.add_typer(pipelines.app, name="pipelines")
 app.add_typer(kubernetes.app, name="kubernetes")
 app.add_typer(admin.app, name="admin")

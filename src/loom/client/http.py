@@ -18,6 +18,7 @@ from loom.client.accounts import AccountCalls
 from loom.client.errors import ClientError
 from loom.client.experiments import ExperimentCalls
 from loom.client.pipelines import PipelineCalls
+from loom.client.runs import RunCalls
 
 __all__ = ["ClientError", "LoomClient"]
 
@@ -92,7 +93,7 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
         raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
 
 
-class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls):
+class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, RunCalls):
     def __init__(
         self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
     ) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
-from loom.domain.run_search import PROJECTS, RUNS, parse_filter, parse_order_by
+from loom.domain.run_search import PROJECTS, RUNS, OrderKey, parse_filter, parse_order_by
 from loom.domain.runs import (
     DEFAULT_PROJECT,
     LARGEST_FLOAT,
@@ -135,6 +135,21 @@ class Runs:
             return Page(
                 project_rows.records(session, found[:limit]), offset + limit if more else None
             )
+
+    def visible_projects(self, actor: Actor, view: View = View.ACTIVE_ONLY) -> list[ProjectRecord]:
+        """Every project the actor sees (theirs and the Default; an admin's: all), by name."""
+        with self.db.session() as session:
+            found = run_search.search_projects(
+                session,
+                owner_id=None if actor.is_admin else actor.user_id,
+                with_default=True,
+                stages=view.stages,
+                clauses=[],
+                order=[OrderKey("attribute", "name", True)],
+                offset=0,
+                limit=MAX_RESULTS,
+            )
+            return project_rows.records(session, found)
 
     def rename_project(self, actor: Actor, key: object, name: object) -> None:
         name = check_project_name(name, "new_name")
