@@ -205,6 +205,12 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
             for key, value in job[kind].items():
                 logged.add_row(key, value if wide else value[:80])
             console.print(logged)
+    for run in job.get("runs", []):  # the runs its code started with MLflow's client
+        logged = Table("NAME", "VALUE", title=f"run {run['name']} ({run['id']}, {run['status']})")
+        for kind in ("params", "tags", "metrics"):
+            for key, value in run[kind].items():
+                logged.add_row(f"{kind[:-1]} {key}", str(value) if wide else str(value)[:80])
+        console.print(logged)
     table = Table("STATE", "AT", "MESSAGE", title="history")
     for event in job["history"]:
         table.add_row(

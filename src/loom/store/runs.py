@@ -71,6 +71,12 @@ def get_run(session: Session, run_id: str) -> Run | None:
     return session.get(Run, run_id)
 
 
+def started_by_job(session: Session, job_id: str, limit: int = 100) -> list[Run]:
+    """The runs a job's code started (not the job's own), oldest first."""
+    query = select(Run).where(Run.job_id == job_id, Run.id != job_id)
+    return list(session.scalars(query.order_by(Run.start_time, Run.id).limit(limit)))
+
+
 def record(session: Session, run: Run) -> RunRecord:
     return records(session, [run])[0]
 

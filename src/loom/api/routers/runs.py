@@ -161,8 +161,9 @@ def compare_runs(
 def show_run(run_id: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
     who = actor_of(user)
     run = loom.runs.run(who, run_id)
+    everywhere = [p.id for p in loom.runs.visible_projects(who)]  # a child may be elsewhere
     children = loom.runs.search_runs(
-        who, [run.project_id], filter=f"tags.`{PARENT_TAG}` = '{run.id}'", max_results=1000
+        who, everywhere, filter=f"tags.`{PARENT_TAG}` = '{run.id}'", max_results=1000
     )
     return {**run_json(run), "children": [run_json(c) for c in children.items]}
 

@@ -11,6 +11,7 @@ from loom.dialects.mlflow.shapes import (
     entries,
     files_json,
     integer,
+    listed,
     logged_model_json,
     objects,
     offset_of,
@@ -59,7 +60,7 @@ def search(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
         max_results=integer(fields.get("max_results"), "max_results", 100) or 0,
         offset=offset_of(fields.get("page_token")),
     )
-    shown: dict[str, object] = {"models": [logged_model_json(m) for m in page.items]}
+    shown: dict[str, object] = listed("models", [logged_model_json(m) for m in page.items])
     if page.next_offset is not None:
         shown["next_page_token"] = page_token(page.next_offset)
     return ok(shown)
@@ -106,4 +107,4 @@ def list_artifacts(model_id: str, fields: Fields, who: ActorDep, loom: PlatformD
     folder = text(fields.get("artifact_directory_path"), "artifact_directory_path") or ""
     path = f"{model.project_id}/models/{model.id}/artifacts/{folder}".rstrip("/")
     _place, found = loom.run_files.listing(who, path)
-    return ok({"root_uri": model.artifact_location, "files": files_json(found)})
+    return ok({"root_uri": model.artifact_location, **listed("files", files_json(found))})

@@ -305,3 +305,8 @@ def model_json(model: ModelRecord) -> dict[str, Any]:
     if model.aliases:
         shown["aliases"] = [{"alias": a, "version": str(v)} for a, v in model.aliases.items()]
     return shown
+
+
+def listed(key: str, items: list[Any]) -> dict[str, Any]:
+    """A repeated field as protobuf's JSON writes it: left out when empty."""
+    return {key: items} if items else {}

@@ -12,6 +12,7 @@ from loom.dialects.mlflow.shapes import (
     experiment_json,
     files_json,
     integer,
+    listed,
     metric_json,
     metrics_in,
     objects,
@@ -75,7 +76,7 @@ def search_experiments(fields: Fields, who: ActorDep, loom: PlatformDep) -> Resp
         max_results=integer(fields.get("max_results"), "max_results", 1000) or 0,
         offset=offset_of(fields.get("page_token")),
     )
-    shown: dict[str, object] = {"experiments": [experiment_json(p) for p in page.items]}
+    shown: dict[str, object] = listed("experiments", [experiment_json(p) for p in page.items])
     if page.next_offset is not None:
         shown["next_page_token"] = page_token(page.next_offset)
     return ok(shown)
@@ -227,7 +228,7 @@ def get_metric_history(fields: Fields, who: ActorDep, loom: PlatformDep) -> Resp
     offset = offset_of(fields.get("page_token"))
     most = integer(fields.get("max_results"), "max_results")
     page = found[offset:] if most is None else found[offset : offset + most]
-    shown: dict[str, object] = {"metrics": [metric_json(m) for m in page]}
+    shown: dict[str, object] = listed("metrics", [metric_json(m) for m in page])
     if most is not None and offset + most < len(found):
         shown["next_page_token"] = page_token(offset + most)
     return ok(shown)
@@ -244,7 +245,7 @@ def search_runs(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
         max_results=integer(fields.get("max_results"), "max_results", 1000) or 0,
         offset=offset_of(fields.get("page_token")),
     )
-    shown: dict[str, object] = {"runs": [run_json(r) for r in page.items]}
+    shown: dict[str, object] = listed("runs", [run_json(r) for r in page.items])
     if page.next_offset is not None:
         shown["next_page_token"] = page_token(page.next_offset)
     return ok(shown)
@@ -257,4 +258,4 @@ def list_artifacts(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response
     folder = text(fields.get("path"), "path") or ""
     path = f"{run.project_id}/{run.id}/artifacts/{folder}".rstrip("/")
     _place, found = loom.run_files.listing(who, path)
-    return ok({"root_uri": run.artifact_uri, "files": files_json(found)})
+    return ok({"root_uri": run.artifact_uri, **listed("files", files_json(found))})
