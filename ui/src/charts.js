@@ -75,8 +75,8 @@ export function chartOption(lines, { smoothing = 0, logScale = false } = {}) {
     series: lines.map((line) => ({
       type: "line",
       name: line.name,
-      id: line.name,
-      showSymbol: false,
+      id: line.id ? `${line.id}\u0000${line.name}` : line.name, // two lines never merge by name
+      showSymbol: line.points.length < 2, // a lone point has no segment to draw: show its mark
       symbolSize: 4,
       lineStyle: { width: 2, type: DASHES[line.job % DASHES.length] },
       emphasis: { focus: "series" },

@@ -322,8 +322,7 @@ class LifecycleManager:
         if job.state == JobState.QUEUED.value:
             self.platform_metrics.queue_wait.observe(job_rows.queued_for(session, job))
         job.state = new.value
-        if message:
-            job.status_message = message
+        job.status_message = message  # of this state: an earlier one's progress is stale now
         if error_code:
             job.error_code = error_code
         now = time.time()

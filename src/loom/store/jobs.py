@@ -56,7 +56,8 @@ def add_job(session: Session, job: Job) -> Job:
     session.add(JobEvent(job_id=job.id, state=job.state, at=job.submitted_at, message="submitted"))
     session.flush()
     owner = session.get(User, job.owner_id)
-    session.add(run_rows.job_run(job, owner.name if owner is not None else job.owner_id))
+    project = run_rows.project_of_job(session, job)
+    session.add(run_rows.job_run(job, owner.name if owner is not None else job.owner_id, project))
     session.flush()
     return job
 

@@ -23,6 +23,7 @@ from loom.domain.runs import (
     shown_value,
     stored_value,
 )
+from loom.store import projects as project_rows
 from loom.store.logs import insert_ignoring_duplicates
 from loom.store.tables import Job, Run, RunInfo, RunLatestMetric, RunMetric, TrackedFile
 
@@ -40,13 +41,14 @@ def artifact_uri(project_id: int, run_id: str) -> str:
 
 
 def job_run(job: Job, owner_name: str, project_id: int = DEFAULT_PROJECT) -> Run:
-    """The run that a job is: its id, owner, name and times, its status from its state."""
+    """The run that a job is: its id, owner, name and times, its status from its state. A
+    trial's run is named by its experiment and its number."""
     return Run(
         id=job.id,
         project_id=project_id,
         owner_id=job.owner_id,
         job_id=job.id,
-        name=job.name[:250],
+        name=run_name(job)[:250],
         user_id=owner_name,
         status=job_status(job.state).value,
         start_time=ms(job.submitted_at),
@@ -56,6 +58,26 @@ def job_run(job: Job, owner_name: str, project_id: int = DEFAULT_PROJECT) -> Run
         inputs=[],
         outputs=[],
     )
+
+
+def run_name(job: Job) -> str:
+    lineage = job.lineage or {}
+    if lineage.get("kind") == "experiment" and lineage.get("experiment"):
+        return f"{lineage['experiment']} · trial {lineage.get('trial')}"
+    return job.name
+
+
+def project_of_job(session: Session, job: Job) -> int:
+    """Where a job's run goes: a trial's into its experiment's project ("trials of NAME", made
+    the first time), any other into the Default project."""
+    lineage = job.lineage or {}
+    if lineage.get("kind") != "experiment" or not lineage.get("experiment"):
+        return DEFAULT_PROJECT
+    name = f"trials of {lineage['experiment']}"[:500]
+    found = project_rows.named(session, job.owner_id, name)
+    if found is None:
+        found = project_rows.create(session, job.owner_id, name, ms(job.submitted_at))
+    return found.id
 
 
 def follow_job(session: Session, job: Job) -> None:

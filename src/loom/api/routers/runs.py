@@ -139,10 +139,11 @@ def compare_runs(
         raise InvalidInput(f"ids: 2 to {MAX_COMPARED} different runs, got {len(ids)}", field="ids")
     who = actor_of(user)
     runs = [loom.runs.run(who, run_id) for run_id in ids]
+    names = {p.id: p.name for p in loom.runs.visible_projects(who)}
     params = sorted({key for run in runs for key in run.params})
     keys = sorted({m.key for run in runs for m in run.metrics})
     return {
-        "runs": [run_json(r) for r in runs],
+        "runs": [run_json(r, names) for r in runs],
         "params": [
             {
                 "key": key,
@@ -161,11 +162,12 @@ def compare_runs(
 def show_run(run_id: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
     who = actor_of(user)
     run = loom.runs.run(who, run_id)
-    everywhere = [p.id for p in loom.runs.visible_projects(who)]  # a child may be elsewhere
-    children = loom.runs.search_runs(
-        who, everywhere, filter=f"tags.`{PARENT_TAG}` = '{run.id}'", max_results=1000
+    projects = loom.runs.visible_projects(who)
+    names = {p.id: p.name for p in projects}
+    children = loom.runs.search_runs(  # a child may be in another project
+        who, list(names), filter=f"tags.`{PARENT_TAG}` = '{run.id}'", max_results=1000
     )
-    return {**run_json(run), "children": [run_json(c) for c in children.items]}
+    return {**run_json(run, names), "children": [run_json(c, names) for c in children.items]}
 
 
 @router.get("/v1/runs/{run_id}/metrics/{key:path}")
