@@ -19,7 +19,8 @@ VENVS = ROOT / ".venvs"
 MLFLOW = "3.17.2"
 # name → the packages pinned into it
 FOREIGN: dict[str, list[str]] = {
-    "mlflow-server": [f"mlflow=={MLFLOW}"],
+    # psycopg2: MLflow's server on PostgreSQL (bench/mlflow.py)
+    "mlflow-server": [f"mlflow=={MLFLOW}", "psycopg2-binary==2.9.11"],
     "mlflow-client": [
         f"mlflow-skinny=={MLFLOW}",
         "scikit-learn==1.9.1",

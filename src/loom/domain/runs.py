@@ -11,12 +11,13 @@ Standard library only: the store, the services and the dialects share these type
 
 from __future__ import annotations
 
+import functools
 import math
 import posixpath
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from loom.domain.errors import Forbidden, InvalidInput
 from loom.domain.states import JobState
@@ -109,9 +110,9 @@ class Actor:
             raise Forbidden(f"only its owner may change {what}")
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One logged value: `value` may be NaN; times in milliseconds since the epoch."""
+class Metric(NamedTuple):
+    """One logged value: `value` may be NaN; times in milliseconds since the epoch. A tuple:
+    a batch makes a thousand of them."""
 
     key: str
     value: float
@@ -179,6 +180,22 @@ class Page(Generic[T]):
 
 # -- what may be logged -------------------------------------------------------------------------
 def check_name(kind: str, name: object, where: str = "key") -> str:
+    """A metric, param or tag name, as MLflow allows them (see `_check_name`)."""
+    if isinstance(name, str) and _good_name(name):
+        return name  # a name seen before: a batch repeats its few keys
+    return _check_name(kind, name, where)
+
+
+@functools.lru_cache(maxsize=4096)
+def _good_name(name: str) -> bool:
+    try:
+        _check_name("", name, "")
+    except InvalidInput:
+        return False
+    return True
+
+
+def _check_name(kind: str, name: object, where: str = "key") -> str:
     """A metric, param or tag name, as MLflow allows them: 1 to 250 of letters, digits, `_ - .
     : / ` and space, and nothing a file path would read as another name."""
     if not isinstance(name, str) or not name:

@@ -58,8 +58,8 @@ def search_runs(
     order: Sequence[OrderKey],
     offset: int,
     limit: int,
-) -> list[Run]:
-    """Up to `limit` runs of these projects (of `owner_id`, or anyone's if None), from
+) -> list[Any]:
+    """Up to `limit` runs (rows of the runs table) of these projects (of `owner_id`, or anyone's if None), from
     `offset` in the asked order; then newest first, then by id."""
     query: Select[Any] = select(Run).where(
         Run.project_id.in_(list(project_ids)), Run.stage.in_(list(stages))
@@ -68,8 +68,9 @@ def search_runs(
         query = query.where(Run.owner_id == owner_id)
     for clause in clauses:
         query = query.where(_run_condition(session, clause))
-    query = _ordered(query, order)
-    return list(session.scalars(query.offset(offset).limit(limit)))
+    query = _ordered(query, order).offset(offset).limit(limit)
+    # Plain rows, not ORM objects: a page may be 1,000 runs, only read (`runs.records`).
+    return list(session.execute(query.with_only_columns(*Run.__table__.columns)))
 
 
 def _run_condition(session: Session, clause: Clause) -> ColumnElement[bool]:

@@ -103,22 +103,35 @@ def record(session: Session, run: Run) -> RunRecord:
     return records(session, [run])[0]
 
 
-def records(session: Session, runs: Sequence[Run]) -> list[RunRecord]:
-    """The runs with their params, tags and latest metrics: three queries for a whole page."""
+def records(session: Session, runs: Sequence[Any]) -> list[RunRecord]:
+    """The runs with their params, tags and latest metrics: three queries for a whole page,
+    read as plain rows (a page of 1,000 runs is some 10,000 of them)."""
     found = {run.id: _bare(run) for run in runs}
     ids = list(found)
+    info = (RunInfo.run_id, RunInfo.kind, RunInfo.key, RunInfo.value)
+    last = (
+        RunLatestMetric.run_id,
+        RunLatestMetric.key,
+        RunLatestMetric.value,
+        RunLatestMetric.is_nan,
+        RunLatestMetric.timestamp,
+        RunLatestMetric.step,
+    )
     for chunk in _chunks(ids):
-        query = select(RunInfo).where(RunInfo.run_id.in_(chunk)).order_by(RunInfo.key)
-        for row in session.scalars(query):
-            target = found[row.run_id].params if row.kind == "param" else found[row.run_id].tags
-            target[row.key] = row.value
-        latest = select(RunLatestMetric).where(RunLatestMetric.run_id.in_(chunk))
-        for metric in session.scalars(latest.order_by(RunLatestMetric.key)):
-            found[metric.run_id].metrics.append(_metric(metric))
+        query = select(*info).where(RunInfo.run_id.in_(chunk)).order_by(RunInfo.key)
+        for run_id, kind, key, text in session.execute(query):
+            held = found[run_id]
+            (held.params if kind == "param" else held.tags)[key] = text
+        latest = select(*last).where(RunLatestMetric.run_id.in_(chunk))
+        for run_id, key, value, is_nan, timestamp, step in session.execute(
+            latest.order_by(RunLatestMetric.key)
+        ):
+            found[run_id].metrics.append(Metric(key, shown_value(value, is_nan), timestamp, step))
     return [found[run.id] for run in runs]
 
 
-def _bare(run: Run) -> RunRecord:
+def _bare(run: Any) -> RunRecord:
+    """A run (an ORM object, or a row of the runs table) with nothing of its own yet."""
     return RunRecord(
         id=run.id,
         project_id=run.project_id,
@@ -147,19 +160,26 @@ def _chunks(ids: list[str], size: int = 500) -> Iterable[list[str]]:
 def insert_metrics(session: Session, run_id: str, metrics: Sequence[Metric]) -> None:
     """A batch of a run's values (a run outside jobs); a value logged again is kept once."""
     rows = []
-    for metric in metrics:
-        value, nan = stored_value(metric.value)
-        rows.append((run_id, metric.key, value, nan, metric.step, metric.timestamp))
+    for key, number, timestamp, step in metrics:
+        if number - number == 0.0:  # finite: the common case, kept as it is
+            rows.append((run_id, key, number, False, step, timestamp))
+        else:
+            value, nan = stored_value(number)
+            rows.append((run_id, key, value, nan, step, timestamp))
     insert_ignoring_duplicates(session, RunMetric.__tablename__, METRIC_COLUMNS, rows)
 
 
-def newest(metrics: Iterable[tuple[str, Metric]], into: Latest | None = None) -> Latest:
-    """The latest value of each (run, key) among these."""
-    latest: Latest = {} if into is None else into
+def newest(metrics: Iterable[tuple[str, Metric]]) -> Latest:
+    """The latest value of each (run, key) among these (by step, time, then value; NaN as 0)."""
+    latest: Latest = {}
+    orders: dict[tuple[str, str], tuple[int, int, float]] = {}
     for run_id, metric in metrics:
-        held = latest.get((run_id, metric.key))
-        if held is None or metric.order > held.order:
-            latest[(run_id, metric.key)] = metric
+        value = metric.value
+        order = (metric.step, metric.timestamp, 0.0 if value != value else value)  # NaN ≠ NaN
+        where = (run_id, metric.key)
+        held = orders.get(where)
+        if held is None or order > held:
+            orders[where], latest[where] = order, metric
     return latest
 
 

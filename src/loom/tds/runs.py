@@ -335,8 +335,8 @@ class Runs:
         """Log to a run: the one way params, tags and metrics get in from MLflow's API. A param
         keeps its first value (another is refused, as MLflow does), a tag its newest."""
         check_batch(len(metrics), len(params), len(tags))
-        for metric in metrics:
-            check_name("metric", metric.key)
+        for key in {metric.key for metric in metrics}:
+            check_name("metric", key)
         for param in params:
             check_name("param", param.key)
             check_value("param", param.value, 6000)

@@ -123,7 +123,26 @@ def metric_in(item: dict[str, Any], where: str) -> Metric:
 
 
 def metrics_in(value: Any, where: str = "metrics") -> list[Metric]:
-    return [metric_in(item, f"{where}[{n}]") for n, item in enumerate(objects(value, where))]
+    """A batch's metrics. Most come as the client writes them (a name, a float, integers): they
+    are taken as they are; any other is read field by field, and refused naming the field."""
+    found = []
+    for n, item in enumerate(objects(value, where)):
+        key, number = item.get("key"), item.get("value")
+        stamp, step = item.get("timestamp"), item.get("step")
+        if (
+            type(key) is str
+            and key
+            and type(number) is float
+            and type(stamp) is int
+            and stamp >= 0
+            and (step is None or type(step) is int)
+            and -(2**63) <= (step or 0) < 2**63
+            and stamp < 2**63
+        ):
+            found.append(Metric(key, number, stamp, step or 0))
+        else:
+            found.append(metric_in(item, f"{where}[{n}]"))
+    return found
 
 
 def pairs(found: dict[str, str]) -> list[dict[str, str]]:
