@@ -59,8 +59,8 @@ def search_runs(
     offset: int,
     limit: int,
 ) -> list[Any]:
-    """Up to `limit` runs (rows of the runs table) of these projects (of `owner_id`, or anyone's if None), from
-    `offset` in the asked order; then newest first, then by id."""
+    """Up to `limit` runs (rows of the runs table) of these projects (of `owner_id`, or
+    anyone's if None), from `offset` in the asked order; then newest first, then by id."""
     query: Select[Any] = select(Run).where(
         Run.project_id.in_(list(project_ids)), Run.stage.in_(list(stages))
     )

@@ -175,7 +175,7 @@ def newest(metrics: Iterable[tuple[str, Metric]]) -> Latest:
     orders: dict[tuple[str, str], tuple[int, int, float]] = {}
     for run_id, metric in metrics:
         value = metric.value
-        order = (metric.step, metric.timestamp, 0.0 if value != value else value)  # NaN ≠ NaN
+        order = (metric.step, metric.timestamp, 0.0 if math.isnan(value) else value)
         where = (run_id, metric.key)
         held = orders.get(where)
         if held is None or order > held:
