@@ -18,7 +18,6 @@ from sqlalchemy import (
     case,
     exists,
     false,
-    func,
     not_,
     or_,
     select,
@@ -214,7 +213,3 @@ def _project_ids(value: Any) -> Any:
         raise InvalidInput(
             f"filter: experiment ids are integers, got {value!r}", field="filter"
         ) from None
-
-
-def count_runs(session: Session, project_id: int) -> int:
-    return int(session.scalar(select(func.count()).where(Run.project_id == project_id)) or 0)

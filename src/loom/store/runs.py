@@ -16,7 +16,6 @@ from loom.domain.runs import (
     DEFAULT_PROJECT,
     Metric,
     RunRecord,
-    RunStatus,
     Stage,
     job_status,
     ms,
@@ -234,22 +233,10 @@ def history(session: Session, run_id: str, key: str) -> list[Metric]:
     return [_metric(row) for row in session.scalars(query)]
 
 
-def metric_keys(session: Session, run_id: str) -> list[str]:
-    query = select(RunLatestMetric.key).where(RunLatestMetric.run_id == run_id)
-    return list(session.scalars(query.order_by(RunLatestMetric.key)))
-
-
 # -- lifecycle ----------------------------------------------------------------------------------
 def set_stage(session: Session, run: Run, stage: Stage, now_ms: int) -> None:
     run.stage = stage.value
     run.deleted_at = now_ms if stage is Stage.DELETED else None
-
-
-def finish_status(status: str, end_time: int | None, now_ms: int) -> int | None:
-    """A run that ends without saying when ends now (MLflow's client always says)."""
-    if status in (RunStatus.RUNNING.value, RunStatus.SCHEDULED.value):
-        return end_time
-    return end_time if end_time is not None else now_ms
 
 
 def delete_of_job(session: Session, job_id: str) -> None:
@@ -260,7 +247,3 @@ def delete_of_job(session: Session, job_id: str) -> None:
             session.execute(delete(table).where(table.run_id.in_(chunk)))
         session.execute(delete(TrackedFile).where(TrackedFile.container.in_(chunk)))
         session.execute(delete(Run).where(Run.id.in_(chunk)))
-
-
-def finite_or_nan(value: float | None) -> float:
-    return math.nan if value is None else value
