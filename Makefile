@@ -7,7 +7,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 CHECKED := src tests bench examples tools
 
 .PHONY: demo test lint check-types unit bench-launch audit sandbox-tools postgres-tools \
-	browser-tools ui ui-if-node clean
+	browser-tools foreign-venvs ui ui-if-node clean
 
 # The pip a venv starts with may be older than its security fixes (23.2.1: PYSEC-2023-228).
 $(BIN)/python:
@@ -60,6 +60,11 @@ browser-tools:
 		(apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null); \
 	else echo "chromium is not installed: install it (apt-get install chromium)"; exit 1; fi
 
+# Foreign clients and servers the dialects' tests run for real, each in a venv of its own under
+# .venvs/ (MLflow's server as the oracle, its stock client): made once, then reused.
+foreign-venvs: $(VENV)/.test-installed
+	$(BIN)/python -m tools.foreign
+
 demo: $(VENV)/.demo-installed sandbox-tools ui-if-node
 	$(BIN)/python examples/demo.py
 
@@ -76,7 +81,7 @@ unit: $(VENV)/.test-installed
 
 # Everything on SQLite, then the API, store, lifecycle, TDS and pipelines tests, and the
 # experiments' crash, halt and parallelism tests, again on PostgreSQL.
-test: lint check-types sandbox-tools postgres-tools browser-tools ui
+test: lint check-types sandbox-tools postgres-tools browser-tools foreign-venvs ui
 	cd ui && npm test --silent
 	$(BIN)/pytest --durations=15
 	LOOM_TEST_DB=postgres $(BIN)/pytest -m "not postgres" tests/api tests/store tests/lifecycle tests/tds \
@@ -93,4 +98,4 @@ bench-launch: $(VENV)/.test-installed
 	$(BIN)/python bench/launch.py
 
 clean:
-	rm -rf $(VENV) .loom-demo .pytest_cache .mypy_cache .ruff_cache ui/node_modules src/loom/ui/static
+	rm -rf $(VENV) .venvs .loom-demo .pytest_cache .mypy_cache .ruff_cache ui/node_modules src/loom/ui/static

@@ -15,7 +15,7 @@ from loom.dialects.mlflow.shapes import (
     logged_model_json,
     objects,
     offset_of,
-    page_token,
+    paged,
     strings,
     text,
 )
@@ -60,10 +60,7 @@ def search(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
         max_results=integer(fields.get("max_results"), "max_results", 100) or 0,
         offset=offset_of(fields.get("page_token")),
     )
-    shown: dict[str, object] = listed("models", [logged_model_json(m) for m in page.items])
-    if page.next_offset is not None:
-        shown["next_page_token"] = page_token(page.next_offset)
-    return ok(shown)
+    return ok(paged("models", [logged_model_json(m) for m in page.items], page.next_offset))
 
 
 @router.get("/logged-models/{model_id}")

@@ -18,7 +18,7 @@ from loom.dialects.mlflow.shapes import (
     integer,
     model_json,
     offset_of,
-    page_token,
+    paged,
     registry_uri,
     strings,
     text,
@@ -326,7 +326,5 @@ def _page(fields: dict[str, object], key: str, shown: list[object], most: int) -
     if not 1 <= limit <= most:
         raise InvalidInput(f"max_results: between 1 and {most}, got {limit}", field="max_results")
     offset = offset_of(fields.get("page_token"))
-    answer: dict[str, object] = {key: shown[offset : offset + limit]} if shown else {}
-    if offset + limit < len(shown):
-        answer["next_page_token"] = page_token(offset + limit)
-    return ok(answer)
+    more = offset + limit < len(shown)
+    return ok(paged(key, shown[offset : offset + limit], offset + limit if more else None))

@@ -329,3 +329,11 @@ def model_json(model: ModelRecord) -> dict[str, Any]:
 def listed(key: str, items: list[Any]) -> dict[str, Any]:
     """A repeated field as protobuf's JSON writes it: left out when empty."""
     return {key: items} if items else {}
+
+
+def paged(key: str, items: list[Any], next_offset: int | None) -> dict[str, Any]:
+    """One page of a search as MLflow answers it: the items, and the next page's token if any."""
+    shown = listed(key, items)
+    if next_offset is not None:
+        shown["next_page_token"] = page_token(next_offset)
+    return shown

@@ -17,7 +17,7 @@ from loom.dialects.mlflow.shapes import (
     metrics_in,
     objects,
     offset_of,
-    page_token,
+    paged,
     run_info_json,
     run_json,
     strings,
@@ -76,10 +76,7 @@ def search_experiments(fields: Fields, who: ActorDep, loom: PlatformDep) -> Resp
         max_results=integer(fields.get("max_results"), "max_results", 1000) or 0,
         offset=offset_of(fields.get("page_token")),
     )
-    shown: dict[str, object] = listed("experiments", [experiment_json(p) for p in page.items])
-    if page.next_offset is not None:
-        shown["next_page_token"] = page_token(page.next_offset)
-    return ok(shown)
+    return ok(paged("experiments", [experiment_json(p) for p in page.items], page.next_offset))
 
 
 @router.post("/experiments/delete")
@@ -227,11 +224,9 @@ def get_metric_history(fields: Fields, who: ActorDep, loom: PlatformDep) -> Resp
     found = loom.runs.history(who, _run_id(fields), key)
     offset = offset_of(fields.get("page_token"))
     most = integer(fields.get("max_results"), "max_results")
-    page = found[offset:] if most is None else found[offset : offset + most]
-    shown: dict[str, object] = listed("metrics", [metric_json(m) for m in page])
-    if most is not None and offset + most < len(found):
-        shown["next_page_token"] = page_token(offset + most)
-    return ok(shown)
+    end = len(found) if most is None else offset + most
+    shown = [metric_json(m) for m in found[offset:end]]
+    return ok(paged("metrics", shown, end if end < len(found) else None))
 
 
 @router.post("/runs/search")
@@ -245,10 +240,7 @@ def search_runs(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
         max_results=integer(fields.get("max_results"), "max_results", 1000) or 0,
         offset=offset_of(fields.get("page_token")),
     )
-    shown: dict[str, object] = listed("runs", [run_json(r) for r in page.items])
-    if page.next_offset is not None:
-        shown["next_page_token"] = page_token(page.next_offset)
-    return ok(shown)
+    return ok(paged("runs", [run_json(r) for r in page.items], page.next_offset))
 
 
 @router.get("/artifacts/list")
