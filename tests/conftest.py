@@ -133,7 +133,7 @@ class Server:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a loaded 2-core machine starts it slowly
         while time.monotonic() < deadline:
             try:
                 with LoomClient(self.url, None, timeout=1) as probe:

@@ -17,4 +17,9 @@ from loom.settings import Settings
 
 def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastAPI:
     """The platform's app: the core API with every dialect's routes beside it."""
-    return create_core_app(settings, launcher=launcher, extra_routers=dialects.routers())
+    return create_core_app(
+        settings,
+        launcher=launcher,
+        extra_routers=dialects.routers(),
+        upload_prefixes=dialects.upload_prefixes(),
+    )

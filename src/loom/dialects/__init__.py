@@ -23,3 +23,8 @@ from loom.dialects import mlflow
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
     return [*mlflow.routers()]
+
+
+def upload_prefixes() -> tuple[str, ...]:
+    """Paths under which a dialect takes files by PUT (as large as an upload may be)."""
+    return mlflow.UPLOADS

@@ -98,3 +98,20 @@ def test_a_bad_token_gets_mlflows_shape(shared_server: Server) -> None:
     assert missing.status_code == 404 and missing.json()["error_code"] == "ENDPOINT_NOT_FOUND"
     bad = admin.post("runs/search", experiment_ids=["0"], filter="metrics.loss <")
     assert bad.status_code == 400 and bad.json()["error_code"] == "INVALID_PARAMETER_VALUE"
+
+
+def test_an_artifact_is_an_upload_not_a_json_body(users: tuple[Mlflow, ...]) -> None:
+    """A 17 MB artifact (past the 16 MiB for JSON bodies) is stored whole and read back; its
+    folder lists it with its size."""
+    ana, _bo, _admin = users
+    run = ana.post("runs/create", experiment_id="0").json()["run"]["info"]
+    path = run["artifact_uri"].removeprefix("mlflow-artifacts:")
+    data = bytes(range(256)) * (17 * 4096)
+    put = ana.http.put(f"/api/2.0/mlflow-artifacts/artifacts{path}/big/weights.bin", content=data)
+    assert put.status_code == 200, put.text
+    listed = ana.http.get("/api/2.0/mlflow-artifacts/artifacts", params={"path": f"{path[1:]}/big"})
+    assert listed.json() == {
+        "files": [{"path": "weights.bin", "is_dir": False, "file_size": len(data)}]
+    }
+    back = ana.http.get(f"/api/2.0/mlflow-artifacts/artifacts{path}/big/weights.bin")
+    assert back.status_code == 200 and back.content == data

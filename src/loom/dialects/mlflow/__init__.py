@@ -12,6 +12,7 @@ from loom.dialects.mlflow import artifacts, logged_models, registry, tracking
 from loom.dialects.mlflow.calls import API, mlflow_router
 
 fallback = mlflow_router(API)
+UPLOADS = ("/api/2.0/mlflow-artifacts/artifacts/",)  # artifacts, PUT by the client
 
 
 @fallback.api_route("/{rest:path}", methods=["GET", "POST", "PATCH", "DELETE", "PUT"])
