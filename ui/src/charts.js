@@ -77,7 +77,7 @@ export function chartOption(lines, { smoothing = 0, logScale = false } = {}) {
       name: line.name,
       id: line.id ? `${line.id}\u0000${line.name}` : line.name, // two lines never merge by name
       showSymbol: line.points.length < 2, // a lone point has no segment to draw: show its mark
-      symbolSize: 4,
+      symbolSize: line.points.length < 2 ? 8 : 4,
       lineStyle: { width: 2, type: DASHES[line.job % DASHES.length] },
       emphasis: { focus: "series" },
       connectNulls: true,

@@ -81,7 +81,7 @@ export function ComparePage({ ids }) {
     html`<ul class="compared-runs" aria-label="Runs compared">
         ${answer.runs.map(
           (run, i) => html`<li key=${run.id}><a href=${runHref(run)}>${names[i]}</a> <${Badge} state=${run.status} />
-            <span class="muted">${run.project || ""}</span></li>`,
+            ${" "}<span class="muted">${run.project || ""}</span></li>`,
         )}
       </ul>
       <${Params} answer=${answer} names=${names} />
