@@ -141,7 +141,7 @@ def job_of(runs: Runs, who: Actor, job_id: str = "training-a") -> str:
 def test_a_job_is_a_run_and_its_code_starts_child_runs(runs: Runs) -> None:
     """A job's run has the job's id; a run its token starts is a child of it, in its project,
     with its metrics in the job's stream (and read back from there); the token cannot write to
-    another run; the job's run's status follows the job alone."""
+    another run nor change a project; the job's run's status follows the job alone."""
     ana = user(runs, "ana")
     job_id = job_of(runs, ana)
     job_run = runs.run(ana, job_id)
@@ -165,6 +165,10 @@ def test_a_job_is_a_run_and_its_code_starts_child_runs(runs: Runs) -> None:
     elsewhere = runs.create_run(ana, "0", name="notebook")
     with pytest.raises(Forbidden):
         runs.log(learner, elsewhere.id, params=[Entry("x", "1")])
+    kept = runs.create_project(ana, "kept")
+    with pytest.raises(Forbidden):  # the owner's projects are not the job's to change
+        runs.set_project_stage(learner, kept, Stage.DELETED)
+    assert runs.create_run(learner, str(kept), name="there").project_id == kept
     with pytest.raises(Conflict):
         runs.update_run(ana, job_id, status="FINISHED")
     found = runs.search_runs(

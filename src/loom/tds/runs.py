@@ -206,7 +206,8 @@ class Runs:
                 "the Default experiment (project 0) is everyone's: it cannot be "
                 "changed; make one of your own"
             )
-        actor.check_write(project.owner_id, actor.job_id, f"experiment {project.id}")
+        # A job's token makes projects and runs, but renames, deletes or tags no project.
+        actor.check_write(project.owner_id, None, f"experiment {project.id}")
         return project
 
     # -- runs ------------------------------------------------------------------------------------

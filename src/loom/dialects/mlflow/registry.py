@@ -25,7 +25,7 @@ from loom.dialects.mlflow.shapes import (
     version_json,
 )
 from loom.domain.catalog import STAGES, ModelRecord, VersionRecord, latest_by_stage, stage_named
-from loom.domain.errors import Conflict, InvalidInput, NotFound
+from loom.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from loom.domain.run_search import (
     MODELS,
     VERSIONS,
@@ -83,6 +83,7 @@ def update_model(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
 @router.post("/registered-models/rename")
 def rename_model(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
     name = _name(fields)
+    _not_from_a_job(who, "rename a registered model")
     _not_served(loom, who, name)
     found = loom.catalog.rename(who.user_id, name, _name(fields, "new_name"))
     return ok({"registered_model": model_json(found)})
@@ -92,6 +93,7 @@ def rename_model(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
 def delete_model(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
     name = _name(fields)
     loom.catalog.model(who.user_id, name)  # 404 first
+    _not_from_a_job(who, "delete a registered model")
     _not_served(loom, who, name)
     loom.registry.delete(who.user_id, name)
     return ok()
@@ -210,6 +212,7 @@ def transition(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
 def delete_version(fields: Fields, who: ActorDep, loom: PlatformDep) -> Response:
     name, number = _name(fields), _number(fields)
     loom.catalog.version(who.user_id, name, number)  # 404 first
+    _not_from_a_job(who, "delete a model version")
     _not_served(loom, who, name, number)
     loom.registry.delete(who.user_id, name, str(number))
     return ok()
@@ -259,6 +262,13 @@ def delete_version_tag(fields: Fields, who: ActorDep, loom: PlatformDep) -> Resp
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def _not_from_a_job(who: Actor, what: str) -> None:
+    """A job's token registers models and versions, but deletes and renames none: a job's code
+    is its owner's, not trusted with what the owner keeps."""
+    if who.job_id is not None:
+        raise Forbidden(f"a job's token cannot {what}; use your own token")
+
+
 def _not_served(loom: Platform, who: Actor, name: str, version: int | None = None) -> None:
     serving = loom.deployments.using(who.user_id, name, version)
     if serving:
