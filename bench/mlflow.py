@@ -7,9 +7,10 @@ data in each, on SQLite and on PostgreSQL:
     ordered search (`mlflow_data.FILTER`), through the stock client and as REST calls.
 
 Both stores are filled straight into their databases before the searches (the same runs:
-bench/mlflow_data.py). Both servers run on this machine, one after the other.
+bench/mlflow_data.py). Both servers run on this machine at once and are asked in turns, the
+order swapped each round, so that the machine's other load falls on both alike; medians.
 
-    python bench/mlflow.py [--runs 10000] [--points 20000] [--no-postgres]
+    python bench/mlflow.py [--runs 10000] [--points 20000] [--rounds 3] [--no-postgres]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -160,33 +162,40 @@ def fill_loom(url: str, count: int) -> float:
 
 
 def measure(
-    backend: str, database: str | None, mlflow_uri: str, count: int, points: int
+    backend: str, database: str | None, mlflow_uri: str, count: int, points: int, rounds: int
 ) -> dict[str, Any]:
-    """Both servers, one after the other, on one kind of database."""
-    found: dict[str, Any] = {"backend": backend}
+    """Both servers, filled alike and up at once, asked in turns (`rounds` times each, the
+    order swapped every round): the machine's other load falls on both alike. Medians."""
     home = Path(tempfile.mkdtemp(prefix="loom-bench-mlflow-"))
-    print(f"[{backend}] filling MLflow's store with {count} runs ...", file=sys.stderr, flush=True)
+    print(f"[{backend}] filling both stores with {count} runs ...", file=sys.stderr, flush=True)
     fill_mlflow(mlflow_uri, home, count)
-    with MlflowServer(home / "mlflow", backend=mlflow_uri) as peer:
-        print(f"[{backend}] MLflow: searching, logging ...", file=sys.stderr, flush=True)
-        found["mlflow_search"] = probe(peer.url, None, "search", EXPERIMENT)
-        found["mlflow_log"] = probe(peer.url, None, "log", str(points))
     server, client, loom_home = start_loom(database)
     try:
-        url = database or f"sqlite:///{loom_home / 'loom.db'}"
-        print(
-            f"[{backend}] filling Loom's store with {count} runs ...", file=sys.stderr, flush=True
-        )
-        fill_loom(url, count)
+        fill_loom(database or f"sqlite:///{loom_home / 'loom.db'}", count)
         token = (loom_home / "token").read_text().strip()
-        print(f"[{backend}] Loom: searching, logging ...", file=sys.stderr, flush=True)
-        found["loom_search"] = probe(client.url, token, "search", EXPERIMENT)
-        found["loom_log"] = probe(client.url, token, "log", str(points))
+        with MlflowServer(home / "mlflow", backend=mlflow_uri) as peer:
+            ends = {"mlflow": (peer.url, None), "loom": (client.url, token)}
+            taken: dict[str, list[dict[str, Any]]] = {
+                f"{s}_{w}": [] for s in ends for w in ("search", "log")
+            }
+            for n in range(rounds):
+                print(f"[{backend}] round {n + 1} of {rounds} ...", file=sys.stderr, flush=True)
+                for side in ("mlflow", "loom") if n % 2 == 0 else ("loom", "mlflow"):
+                    url, secret = ends[side]
+                    taken[f"{side}_search"].append(probe(url, secret, "search", EXPERIMENT))
+                    taken[f"{side}_log"].append(probe(url, secret, "log", str(points)))
     finally:
         client.close()
         server.terminate()
         server.wait(timeout=30)
-    return found
+    return {"backend": backend, **{k: medians(v) for k, v in taken.items()}}
+
+
+def medians(found: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        key: statistics.median(r[key] for r in found) if isinstance(value, float) else value
+        for key, value in found[0].items()
+    }
 
 
 def rows_of(found: dict[str, Any]) -> list[list[str]]:
@@ -201,8 +210,8 @@ def rows_of(found: dict[str, Any]) -> list[list[str]]:
         m, lo = log_m[key], log_l[key]
         rows.append([b, label, f"{m:,.0f} values/s", f"{lo:,.0f} values/s", f"{lo / m:.1f}x"])
     for label, key in (
-        ("search 10k runs, stock client", "all_pages"),
-        ("search 10k runs, REST", "rest_all_pages"),
+        ("search all runs, stock client", "all_pages"),
+        ("search all runs, REST", "rest_all_pages"),
         ("filtered + ordered search", "filtered"),
     ):
         m, lo = search_m[key], search_l[key]
@@ -214,17 +223,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--points", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3, help="turns each server is asked")
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as folder:
         sqlite = f"sqlite:///{Path(folder) / 'mlflow.db'}"
-        results.append(measure("SQLite", None, sqlite, args.runs, args.points))
+        results.append(measure("SQLite", None, sqlite, args.runs, args.points, args.rounds))
     if not args.no_postgres:
         with TempPostgres() as pg:
             loom_db = pg.create_database("loom_bench")
             peer_db = pg.create_database("mlflow_bench").replace("+psycopg", "+psycopg2", 1)
-            results.append(measure("PostgreSQL", loom_db, peer_db, args.runs, args.points))
+            results.append(
+                measure("PostgreSQL", loom_db, peer_db, args.runs, args.points, args.rounds)
+            )
     rows = [row for found in results for row in rows_of(found)]
     print(
         table(

@@ -29,7 +29,7 @@ sys.path.append(str(Path(__file__).resolve().parent))
 from mlflow_data import FILTER, ORDER
 
 BATCH = 1000  # MLflow's largest log_batch
-REPEATS = 3
+REPEATS = 1  # bench/mlflow.py repeats, taking turns with the other server
 
 
 def session(uri: str) -> requests.Session:
