@@ -6,8 +6,8 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 # torch is pinned in pyproject's `torch` extra: unpinned, it pulls several GB of CUDA packages.
 CHECKED := src tests bench examples tools
 
-.PHONY: demo test lint check-types unit bench-launch audit sandbox-tools postgres-tools \
-	browser-tools foreign-venvs ui ui-if-node clean
+.PHONY: demo test check lint check-types unit bench-launch audit sandbox-tools postgres-tools \
+	browser-tools ui ui-if-node foreign-clients clean
 
 # The pip a venv starts with may be older than its security fixes (23.2.1: PYSEC-2023-228).
 $(BIN)/python:
@@ -19,7 +19,7 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[torch,s3,onnx,postgres,ray,kubernetes,dev,xgboost]'
+	$(PIP) install -e '.[torch,s3,onnx,postgres,ray,kubernetes,dev,xgboost,explain]'
 	touch $@ $(VENV)/.demo-installed
 
 # Learners run in a bubblewrap sandbox when the platform runs as root (Debian's package);
@@ -60,9 +60,15 @@ browser-tools:
 		(apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null); \
 	else echo "chromium is not installed: install it (apt-get install chromium)"; exit 1; fi
 
-# Foreign clients and servers the dialects' tests run for real, each in a venv of its own under
-# .venvs/ (MLflow's server as the oracle, its stock client): made once, then reused.
-foreign-venvs: $(VENV)/.test-installed
+# Foreign clients the dialects' tests drive for real, each in a venv of its own (tests/venvs.py
+# makes the same one, with the same marker, when a test needs it and it is not there).
+.venvs/kfp/.installed:
+	$(PYTHON) -m venv --clear .venvs/kfp
+	.venvs/kfp/bin/python -m pip install -q --disable-pip-version-check kfp==2.17.3
+	printf 'kfp==2.17.3\n' > $@
+
+# MLflow's server (the differential test's oracle) and stock client: tools/foreign.py.
+foreign-clients: .venvs/kfp/.installed
 	$(BIN)/python -m tools.foreign
 
 demo: $(VENV)/.demo-installed sandbox-tools ui-if-node
@@ -79,13 +85,15 @@ check-types: $(VENV)/.test-installed
 unit: $(VENV)/.test-installed
 	$(BIN)/pytest -m "not integration"
 
-# Everything on SQLite, then the API, store, lifecycle, TDS and pipelines tests, and the
-# experiments' crash, halt and parallelism tests, again on PostgreSQL.
-test: lint check-types sandbox-tools postgres-tools browser-tools foreign-venvs ui
-	cd ui && npm test --silent
-	$(BIN)/pytest --durations=15
-	LOOM_TEST_DB=postgres $(BIN)/pytest -m "not postgres" tests/api tests/store tests/lifecycle tests/tds \
-		tests/hpo/test_experiments.py tests/pipelines -k "not test_experiments or kill9 or halt or goal or parallel"
+# The inner loop (a few minutes): lint, types, import contracts and the unit tests, no servers.
+check: $(VENV)/.test-installed
+	$(BIN)/python tools/test_tiers.py check
+
+# Everything: the above, the UI's own tests, every integration test on SQLite (in parallel over
+# the cores), the browser tests, and the tests whose behaviour depends on the database again on
+# PostgreSQL (marker `db`). It ends with a summary: each tier's tests and time, the slowest 15.
+test: $(VENV)/.test-installed sandbox-tools postgres-tools browser-tools ui foreign-clients
+	$(BIN)/python tools/test_tiers.py test
 
 # Known vulnerabilities in what is installed. Where PyPI's JSON API and osv.dev cannot be reached,
 # ADVISORY_DB=<a checkout of github.com/pypa/advisory-database> audits against it on loopback.

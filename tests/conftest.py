@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import io
 import itertools
@@ -14,6 +15,7 @@ import sys
 import time
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,59 @@ def database_url(home: Path) -> str:
     if key not in _databases:
         _databases[key] = postgres_server().create_database()
     return _databases[key]
+
+
+# The tests whose behaviour depends on the database: `make test` runs them (marker `db`) a second
+# time on PostgreSQL. The rest reach the database only through what these already cover.
+DATABASE_TESTS = (
+    "tests/store/",
+    "tests/lifecycle/",
+    "tests/tds/",
+    "tests/pipelines/",
+    "tests/api/test_accounts.py",
+    "tests/api/test_audit.py",
+    "tests/api/test_auth.py",
+    "tests/api/test_bad_input.py",
+    "tests/api/test_crash.py",
+    "tests/api/test_events.py",
+    "tests/api/test_failover.py",
+    "tests/api/test_jobs.py",
+    "tests/api/test_limits.py",
+    "tests/api/test_metrics.py",
+    "tests/api/test_mlflow.py",
+    "tests/api/test_models.py",
+    "tests/api/test_openapi_fuzz.py",
+    "tests/api/test_operations.py",
+    "tests/api/test_paging.py",
+    "tests/api/test_secrets.py",
+    # the experiments' crash, halt, goal and parallelism tests
+    "tests/hpo/test_experiments.py::test_*kill9*",
+    "tests/hpo/test_experiments.py::test_*halt*",
+    "tests/hpo/test_experiments.py::test_*goal*",
+    "tests/hpo/test_experiments.py::test_*parallel*",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.nodeid
+        if any(
+            fnmatch.fnmatch(where, f"{pattern}*") if "*" in pattern else where.startswith(pattern)
+            for pattern in DATABASE_TESTS
+        ) and not item.get_closest_marker("postgres"):
+            item.add_marker(pytest.mark.db)
+
+
+_current_test: list[pytest.Item] = []
+
+
+@pytest.fixture(autouse=True)
+def _known_as_the_current_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """`make check` runs the tests not marked integration, and promises no servers: a platform
+    started by a test that is not marked so fails it, naming the marker to add."""
+    _current_test.append(request.node)
+    yield
+    _current_test.pop()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -101,6 +156,8 @@ def package_sources() -> dict[str, str]:
         words = ",".join(value.strip().strip("'\"").split())
         if key.endswith(".extra-index-url") and words:
             settings["LOOM_ENVIRONMENTS_EXTRA_INDEX_URLS"] = words
+            # pip takes the best version from any of its indexes; uv, the first that has it
+            settings["LOOM_ENVIRONMENTS_INDEX_STRATEGY"] = "unsafe-best-match"
         if key.endswith(".find-links") and words:
             settings["LOOM_ENVIRONMENTS_FIND_LINKS"] = words
     return settings
@@ -125,7 +182,10 @@ class Server:
         self.log = home.parent / f"{home.name}-server.log"
 
     def start(self) -> Server:
+        if _current_test and not _current_test[-1].get_closest_marker("integration"):
+            pytest.fail(f"{_current_test[-1].nodeid} starts a platform: mark it integration")
         self.home.mkdir(parents=True, exist_ok=True)
+        first = self.process is None
         out = self.log.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", self.module, "--port", str(self.port)],
@@ -133,16 +193,25 @@ class Server:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 90  # a loaded 2-core machine starts it slowly
+        deadline = time.monotonic() + 90  # a loaded machine (tests in parallel) starts slowly
         while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                said = self.log.read_text()
+                if first and "address already in use" in said.lower():
+                    # Another test, in another worker, took the free port first: another one.
+                    self.process = None
+                    self.port = free_port()
+                    self.url = f"http://127.0.0.1:{self.port}"
+                    return self.start()
+                raise RuntimeError(f"server exited: {said}")
+            # A bare connection first: an HTTP client per try costs more than the wait itself.
             try:
-                with LoomClient(self.url, None, timeout=1) as probe:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                with LoomClient(self.url, None, timeout=10) as probe:
                     probe.health()
                 return self
-            except ClientError:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {self.log.read_text()}") from None
-                time.sleep(0.1)
+            except (OSError, ClientError):
+                time.sleep(0.05)
         raise RuntimeError("server did not start")
 
     @property
@@ -201,6 +270,44 @@ def tenant(shared_server: Server, request: pytest.FixtureRequest) -> Iterator[Lo
 
 
 _tenants = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A user of its own on the module's shared platform: what a test that needs no platform of
+    its own uses of a `Server` (its URL, its home, a client), signed in as that user."""
+
+    platform: Server
+    name: str
+    token: str
+
+    @property
+    def url(self) -> str:
+        return self.platform.url
+
+    @property
+    def home(self) -> Path:
+        return self.platform.home
+
+    @property
+    def database_url(self) -> str:
+        return self.platform.database_url
+
+    @property
+    def log(self) -> Path:
+        return self.platform.log
+
+    def client(self, token: str | None = None) -> LoomClient:
+        return LoomClient(self.url, token or self.token)
+
+
+@pytest.fixture
+def seat(shared_server: Server, request: pytest.FixtureRequest) -> Seat:
+    """A new user, named after the test, on the module's shared platform."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name)[:40] + f"-{next(_tenants)}"
+    with shared_server.client() as admin:
+        token = admin.add_user(name)["token"]
+    return Seat(shared_server, name, token)
 
 
 def stop_deployments(home: Path) -> None:

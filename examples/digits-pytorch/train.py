@@ -8,6 +8,7 @@ DistributedDataParallel over gloo, each rank on its shard of the data.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -66,6 +67,14 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     model.eval()
     with torch.no_grad():
         return float((model(x).argmax(1) == y).float().mean())
+
+
+def weights_digest(model: nn.Module) -> str:
+    """A short digest of the model's weights, to compare the ranks' copies."""
+    digest = hashlib.sha256()
+    for tensor in model.state_dict().values():
+        digest.update(tensor.detach().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def main() -> None:
@@ -134,6 +143,8 @@ def main() -> None:
 
     test_acc = accuracy(model, x_test, y_test)
     print(f"rank {rank}: trained in {time.perf_counter() - began:.1f}s")
+    # Under DDP every rank ends with the same weights (gradients are averaged): the same digest.
+    print(f"rank {rank}: weights digest {weights_digest(model)}", flush=True)
     if rank == 0:
         results = Path(os.environ.get("RESULT_DIR", "results")) / "model"
         results.mkdir(parents=True, exist_ok=True)

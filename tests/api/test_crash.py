@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
 from loom.client import LoomClient
-from tests.conftest import Server, make_zip, manifest, wait_for_state
+from tests.conftest import Server, eventually, make_zip, manifest, running, wait_for_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -85,6 +88,36 @@ def test_job_that_ends_while_the_platform_is_down(tmp_path: Path) -> None:
     finally:
         srv.stop()
     assert [text for _, text in lines] == [f"line {i}" for i in range(1, 1501)]
+
+
+def test_a_wrapper_told_to_stop_while_the_platform_is_gone_ends(tmp_path: Path) -> None:
+    """A learner whose job ended while the platform is down retries its report for
+    LOOM_LEARNER_RETRY_S (10 min here); SIGTERM ends it within its halt grace and a few seconds,
+    not at the end of the retries, and the restarted platform still has every line."""
+    srv = Server(tmp_path / "home", LOOM_LEARNER_RETRY_S="600", LOOM_HALT_GRACE_S="1").start()
+    try:
+        with srv.client() as client:
+            job_id = client.submit(
+                manifest("python printer.py 300"), make_zip({"printer.py": PRINTER})
+            )
+            while stored_count(client, job_id) < 10:
+                time.sleep(0.02)
+        srv.kill9()
+        folder = srv.home / "jobs" / job_id
+        status = next(folder.rglob("status.json"))
+        eventually(lambda: '"COMPLETED"' in status.read_text(), timeout=60)
+        wrapper = next(int(json.loads(p.read_text())["pid"]) for p in folder.rglob("launch.json"))
+        assert running(wrapper)  # still trying to tell the platform
+        os.kill(wrapper, signal.SIGTERM)
+        eventually(lambda: not running(wrapper), timeout=15)
+        srv.start()
+        with srv.client() as client:
+            job = wait_for_state(client, job_id, {"COMPLETED", "FAILED", "HALTED"}, timeout=60)
+            assert job["state"] == "COMPLETED", job
+            lines = all_lines(client, job_id)
+    finally:
+        srv.stop()
+    assert [text for _, text in lines] == [f"line {i}" for i in range(1, 301)]
 
 
 def test_queued_job_survives_a_restart(tmp_path: Path) -> None:

@@ -95,28 +95,30 @@ def test_horovod_learners_share_a_hostfile(server: Server) -> None:
 
 @pytest.mark.slow
 @database_free
-def test_ddp_digits_two_learners_match_one(server: Server) -> None:
-    """The digits example with 2 DDP learners reaches the accuracy of 1; both ranks trained."""
+def test_ddp_digits_two_learners_train_one_model(server: Server) -> None:
+    """The digits example with 2 DDP learners: both ranks train every epoch on their shard, end
+    with the same weights (gradients were averaged, not trained apart), and the model is accurate.
+    Nothing is compared with another run: a CPU's floating point moves one run's accuracy."""
     example = ROOT / "examples" / "digits-pytorch"
     text = (example / "manifest.yml").read_text()
+    assert re.search(r"^learners: 2", text, flags=re.M)
+    epochs = 8  # the mechanism, not the best accuracy: 8 epochs are well past the floor
+    text = text.replace("--epochs 15", f"--epochs {epochs}")
     code = make_zip({"train.py": (example / "train.py").read_text()})
-    accuracy = {}
     with server.client() as client:
-        for learners in (1, 2):
-            variant = re.sub(r"^learners: \d+.*$", f"learners: {learners}", text, flags=re.M)
-            job_id = client.submit(variant, code)
-            job = wait_for_state(client, job_id, FINAL, timeout=240)
-            assert job["state"] == "COMPLETED", job
-            lines = ok_lines(client, job_id)
-            found = [float(x.split(": ")[1]) for x in lines if x.startswith("test accuracy:")]
-            accuracy[learners] = found[0]
-            for rank in range(learners):
-                assert any(x.startswith(f"rank {rank} epoch 15/15") for x in lines)
-            if learners == 2:
-                trained = {x["learner"] for x in client.logs(job_id, pagesize=10_000)}
-                assert trained == {1, 2}
-    assert accuracy[2] >= 0.95
-    assert abs(accuracy[2] - accuracy[1]) <= 0.03
+        job_id = client.submit(text, code)
+        job = wait_for_state(client, job_id, FINAL, timeout=240)
+        assert job["state"] == "COMPLETED", job
+        lines = ok_lines(client, job_id)
+        trained = {x["learner"] for x in client.logs(job_id, pagesize=10_000)}
+    assert trained == {1, 2}
+    for rank in range(2):
+        assert any(x.startswith(f"rank {rank} epoch {epochs}/{epochs}") for x in lines)
+        assert any(x.startswith(f"rank {rank}/2: training on") for x in lines)
+    digests = {x.split()[-1] for x in lines if "weights digest" in x}
+    assert len(digests) == 1, f"the ranks' weights differ: {digests}"
+    found = [float(x.split(": ")[1]) for x in lines if x.startswith("test accuracy:")]
+    assert found[0] >= 0.9
 
 
 @database_free

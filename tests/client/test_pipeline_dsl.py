@@ -28,6 +28,7 @@ def documented_pipeline() -> Pipeline:
         "digits-workflow",
         parameters={"epochs": 3, "widths": [8, 16, 32], "min_accuracy": 0.9},
         description="train three variants, keep the best, serve it",
+        timeout_s=7200,
     )
     data = p.python("data", file="make_data.py", args=["--out", "digits.npz"])
     width = item()
@@ -57,6 +58,7 @@ def documented_pipeline() -> Pipeline:
     p.shell("predict", command="python predict.py --deployment digits", after=["serve"])
     report = p.shell("report", command=f'echo "run {run_ref("id")} ended"')
     p.on_exit(report)
+    p.outputs = {"best": pick.output("model")}
     return p
 
 
@@ -69,7 +71,9 @@ def test_to_yaml_reads_back_as_the_dict() -> None:
     text = p.to_yaml()
     assert yaml.safe_load(text) == p.to_dict()
     assert text.startswith("name: digits-workflow\n")  # in the spec's order, not sorted
-    assert list(p.to_dict()) == ["name", "description", "parameters", "steps", "on_exit"]
+    assert list(p.to_dict()) == [
+        *("name", "description", "parameters", "steps", "on_exit", "outputs", "timeout_s")
+    ]
 
 
 def test_references_render_as_the_spec_spells_them() -> None:

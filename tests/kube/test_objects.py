@@ -5,6 +5,7 @@ schema, for every framework, with and without GPUs, with 1 and 4 learners."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import kubernetes_validate
@@ -192,3 +193,18 @@ def test_storage_and_a_queue_are_asked_of_kubernetes() -> None:
 def test_the_learner_runs_an_isolated_interpreter() -> None:
     container = pod_spec(rendered("job", "pytorch", 1, 0)[-1])["containers"][0]
     assert container["command"][:2] == ["python", "-I"]  # its scratch is not on its path
+
+
+@pytest.mark.parametrize("kind", ["job", "trainjob"])
+def test_a_manifests_image_is_the_learner_containers(kind: str) -> None:
+    """A job naming its image (FfDL's `custom`) runs its learner pods in it; others in Loom's."""
+    options = KubeOptions(image="loom-learner:1")
+    for image, expected in (
+        ("registry.example/team/torch:2", "registry.example/team/torch:2"),
+        (None, "loom-learner:1"),
+    ):
+        made = render(replace(shape("custom", 2, 0), image=image), options, kind)  # type: ignore[arg-type]
+        workload = made[-1]
+        validate(workload)
+        found = json.dumps(workload)
+        assert f'"image": "{expected}"' in found, found

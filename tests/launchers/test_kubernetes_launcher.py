@@ -277,6 +277,7 @@ def start_error(tmp_path: Path, **env: str) -> str:
     return done.stderr
 
 
+@pytest.mark.integration
 def test_a_platform_without_a_reachable_address_or_a_cluster_says_so(tmp_path: Path) -> None:
     said = start_error(tmp_path)
     assert "LOOM_LAUNCHER=kubernetes needs LOOM_PUBLIC_URL" in said

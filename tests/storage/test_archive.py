@@ -43,7 +43,11 @@ def test_symlink() -> None:
         check_zip(buffer.getvalue(), max_unpacked=LIMIT)
 
 
-@pytest.mark.parametrize("data", [b"", b"not a zip at all", make_zip({"a": "b"})[:-30]])
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"not a zip at all", make_zip({"a": "b"})[:-30]],
+    ids=["empty", "not-a-zip", "truncated"],  # stable names: the zip holds the time it was made
+)
 def test_corrupt(data: bytes) -> None:
     """Empty, non-zip and truncated uploads are C102."""
     with pytest.raises(ArchiveError):

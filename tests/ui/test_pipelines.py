@@ -171,3 +171,44 @@ def test_pipeline_pages_are_accessible(
     dialog.get_by_role("button", name="Cancel").click()
     expect(dialog).to_be_hidden()
     nothing_serious(found)
+
+
+# A DAG inside a step (what a KFP or Argo DAG becomes): one sub-run, which outputs a value.
+NESTED: dict[str, Any] = {
+    "name": "tiny-nested",
+    "outputs": {"said": "${{ steps.inner.outputs.said }}"},
+    "steps": [
+        {
+            "name": "inner",
+            "kind": "pipeline",
+            "pipeline": {
+                "name": "tiny-inner",
+                "outputs": {"said": "${{ steps.say.outputs.values.word }}"},
+                "steps": [
+                    {
+                        "name": "say",
+                        "kind": "shell",
+                        "command": 'echo \'{"word": "hello"}\' > $RESULT_DIR/outputs.json',
+                    }
+                ],
+            },
+        }
+    ],
+}
+
+
+def test_a_sub_run_is_linked_both_ways_with_its_outputs(
+    page: Page, platform: Server, client: LoomClient
+) -> None:
+    """A pipeline step links to its sub-run, whose page links back to its parent and shows the
+    value its step output; the parent shows the run's own outputs."""
+    run_id = client.run_pipeline(NESTED)["id"]
+    assert client.wait_pipeline_run(run_id, timeout_s=JOB_MS / 1000)["state"] == "SUCCEEDED"
+    sign_in(page, platform.admin_token, f"#/pipelines/{run_id}")
+    expect(page.get_by_role("heading", name=f"tiny-nested · {run_id}", level=1)).to_be_visible()
+    expect(page.get_by_text('"said": "hello"')).to_be_visible()
+    row_of(page, "inner").get_by_role("link", name=re.compile("^run ")).click()
+    expect(page.get_by_role("heading", name=re.compile("^tiny-inner · "), level=1)).to_be_visible()
+    expect(row_of(page, "say")).to_contain_text("word = hello")
+    page.get_by_role("link", name=f"run {run_id}").click()
+    expect(page.get_by_role("heading", name=f"tiny-nested · {run_id}", level=1)).to_be_visible()

@@ -55,9 +55,18 @@ def _usable(row: Token, now: float) -> None:
 
 
 def caller(request: Request, loom: PlatformDep) -> Caller:
-    now = time.time()
     try:
         token = _bearer(request)
+    except Unauthorized as refusal:
+        raise ratelimit.refuse_credentials(request, refusal) from None
+    return caller_with(request, loom, token)
+
+
+def caller_with(request: Request, loom: Platform, token: str) -> Caller:
+    """Who holds `token` (however the request carried it: a dialect's own auth form), with
+    the same refusals, rate limits and last-use bookkeeping as a bearer token."""
+    now = time.time()
+    try:
         with loom.db.session() as session:
             found = user_rows.resolve_token(session, token)
             if found is None:

@@ -37,6 +37,8 @@ WHOLE = BeforeValidator(_whole)  # in a query parameter's Annotated, before Quer
 class Created(BaseModel):
     id: str
     location: str
+    # Fields of the submission that change nothing here, each with why (never dropped silently).
+    warnings: list[str] = []
 
 
 class JobAction(BaseModel):

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Column, Table
+from rich.text import Text
 
 from loom.cli.charts import Line, plot
 from loom.cli.common import client, console, err
@@ -93,7 +94,8 @@ def list_experiments(
 def _table(found: list[dict[str, Any]]) -> Table:
     name = whole("NAME", [e["name"] for e in found])
     owners = any(e.get("owner") for e in found) and len({e.get("owner") for e in found}) > 1
-    table = Table(name, *(["OWNER"] if owners else []), "STATE", "ALGORITHM", "TRIALS", "BEST",
+    states = whole("STATE", [e["state"] for e in found])
+    table = Table(name, *(["OWNER"] if owners else []), states, "ALGORITHM", "TRIALS", "BEST",
                   "MODEL", "MESSAGE")  # fmt: skip
     for e in found:
         best = e.get("best_trial") or {}
@@ -129,8 +131,8 @@ def show(
 def _show(found: dict[str, Any]) -> None:
     console.print(_render(found))
     chart = objective_chart(found)
-    if chart:
-        console.print(chart, markup=False, highlight=False)
+    if chart:  # plotext's colours, as Rich's: none into a pipe or a file
+        console.print(Text.from_ansi(chart))
 
 
 def _render(found: dict[str, Any]) -> Table:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Column, Table
 
@@ -21,6 +22,7 @@ from loom.cli.output import (
     WatchOpt,
     chosen,
     emit,
+    minute,
     watch,
     whole,
 )
@@ -124,7 +126,10 @@ def train(
         raise typer.Exit(2) from exc
     with client() as loom:
         with transfer("uploading the code") as told:
-            job_id = loom.submit(text, zip_code(code), progress=told)
+            answer = loom.submit_job(text, zip_code(code), progress=told)
+        job_id = str(answer["id"])
+        for warning in answer.get("warnings") or []:
+            err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
         if quiet:
             sys.stdout.write(job_id + "\n")
         else:
@@ -163,24 +168,35 @@ def list_jobs(
 
 
 def _jobs_table(page: dict[str, Any], wide: bool) -> Table:
+    """Ids, states and dates are never cut (ids are copied from here); names fold and notes
+    wrap to make room, and the owner is shown only when the jobs are not all one user's."""
     jobs = page["jobs"]
-    columns: list[Column | str] = [whole("ID", [j["id"] for j in jobs]), "NAME", "OWNER"]
-    columns += ["STATE", "SUBMITTED"]
+    owners = len({j.get("owner") for j in jobs}) > 1
+    columns: list[Column | str] = [
+        whole("ID", [j["id"] for j in jobs]),
+        Column("NAME", overflow="fold"),
+        *([Column("OWNER", overflow="fold")] if owners else []),
+        whole("STATE", [j["state"] for j in jobs]),
+        whole("SUBMITTED (UTC)", [minute(j["submitted_at"]) for j in jobs]),
+    ]
     columns += ["LEARNERS", "ATTEMPT"] if wide else []
-    table = Table(*columns, "WHY QUEUED / STATUS")
+    table = Table(*columns, Column("WHY QUEUED / STATUS", overflow="fold"), box=box.SIMPLE_HEAD)
     for job in jobs:
         note = job.get("queue_reason") or job.get("status_message") or ""
-        row = [job["id"], job["name"], job.get("owner") or "", _styled(job["state"])]
-        row += [job["submitted_at"]]
+        row = [job["id"], job["name"], *([job.get("owner") or ""] if owners else [])]
+        row += [_styled(job["state"]), minute(job["submitted_at"])]
         row += [str(job.get("learners", "")), str(job.get("attempt", ""))] if wide else []
         table.add_row(*row, note if wide else note[:60])
     return table
 
 
-def show(job_id: str, fmt: OutputOpt = Format.TABLE, as_json: JsonOpt = False) -> None:
+JobRef = Annotated[str, typer.Argument(metavar="JOB", help="the job's id, or its name")]
+
+
+def show(job_id: JobRef, fmt: OutputOpt = Format.TABLE, as_json: JsonOpt = False) -> None:
     """Show a job: state, history, learners."""
     with client() as loom:
-        job = loom.job(job_id)
+        job = loom.find_job(job_id)
     emit(chosen(fmt, as_json), job, lambda wide: _show_job(job, wide))
 
 
@@ -199,25 +215,23 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
         console.print(
             f"step {lineage['step']}{item} of pipeline {lineage['pipeline']}, run {lineage['run']}"
         )
-    for kind in ("params", "tags"):
-        if job.get(kind):
-            logged = Table("NAME", "VALUE", title=kind)
-            for key, value in job[kind].items():
-                logged.add_row(key, value if wide else value[:80])
-            console.print(logged)
-    for run in job.get("runs", []):  # the runs its code started with MLflow's client
-        logged = Table("NAME", "VALUE", title=f"run {run['name']} ({run['id']}, {run['status']})")
-        for kind in ("params", "tags", "metrics"):
-            for key, value in run[kind].items():
-                logged.add_row(f"{kind[:-1]} {key}", str(value) if wide else str(value)[:80])
-        console.print(logged)
-    table = Table("STATE", "AT", "MESSAGE", title="history")
+    elif lineage.get("kind") == "object":
+        console.print(f"{lineage['object']} ({lineage.get('apiVersion', '')}), loom apply")
+    _show_logged(job, wide)
+    history = job["history"]
+    table = Table(
+        whole("STATE", [e["state"] for e in history]),
+        whole("AT", [e["at"] or "" for e in history]),
+        "MESSAGE",
+        title="history",
+    )
     for event in job["history"]:
         table.add_row(
             event["state"], event["at"], event["message"] if wide else event["message"][:80]
         )
     console.print(table)
-    learners = Table("LEARNER", "ATTEMPT", "STATE", "EXIT", "MESSAGE", title="learners")
+    states = whole("STATE", [lr["state"] for lr in job["learner_status"]])
+    learners = Table("LEARNER", "ATTEMPT", states, "EXIT", "MESSAGE", title="learners")
     for lr in job["learner_status"]:
         exit_code = "" if lr["exit_code"] is None else str(lr["exit_code"])
         message = lr["message"] if wide else lr["message"][:60]
@@ -225,8 +239,24 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
     console.print(learners)
 
 
+def _show_logged(job: dict[str, Any], wide: bool) -> None:
+    """The job's params and tags, and each run its code started with MLflow's client."""
+    for kind in ("params", "tags"):
+        if job.get(kind):
+            logged = Table("NAME", "VALUE", title=kind)
+            for key, value in job[kind].items():
+                logged.add_row(key, value if wide else value[:80])
+            console.print(logged)
+    for run in job.get("runs", []):
+        logged = Table("NAME", "VALUE", title=f"run {run['name']} ({run['id']}, {run['status']})")
+        for kind in ("params", "tags", "metrics"):
+            for key, value in run[kind].items():
+                logged.add_row(f"{kind[:-1]} {key}", str(value) if wide else str(value)[:80])
+        console.print(logged)
+
+
 def logs(
-    job_id: str,
+    job_id: JobRef,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="go on with new lines")] = False,
     learner: Annotated[int | None, typer.Option("--learner", "-l", help="one learner's")] = None,
     tail: Annotated[
@@ -236,6 +266,9 @@ def logs(
         str | None, typer.Option(help="lines from this time: ISO-8601 or epoch milliseconds")
     ] = None,
     grep: Annotated[str | None, typer.Option("--grep", "-g", help="lines matching a regex")] = None,
+    metrics: Annotated[
+        bool, typer.Option("--metrics", help="with -f: the evaluation metrics too (FfDL's)")
+    ] = False,
 ) -> None:
     """Print a job's log lines, all of them (paged), or the last --tail; -f follows them live
     until the job ends, with its state changes on standard error."""
@@ -245,6 +278,10 @@ def logs(
         err.print(f"[red]error:[/red] --grep: not a regular expression ({exc})")
         raise typer.Exit(2) from exc
     with client() as loom:
+        job_id = loom.find_job(job_id)["id"]
+        if follow and metrics:  # FfDL's `logs --follow --metrics`
+            follow_job(loom, job_id, learner, metrics=True, grep=wanted)
+            return
         if follow and since is None:  # `--tail N -f`: the last N lines, then the new ones
             if tail == 0:
                 follow_job(loom, job_id, learner, grep=wanted, after=_last_id(loom, job_id))
@@ -271,16 +308,18 @@ def _print_line(line: dict[str, Any], several: bool, wanted: re.Pattern[str] | N
     sys.stdout.flush()
 
 
-def halt(job_id: str) -> None:
+def halt(job_id: JobRef) -> None:
     """Stop a job's learners; its checkpoints are kept."""
     with client() as loom:
+        job_id = loom.find_job(job_id)["id"]
         job = loom.halt(job_id)
     console.print(f"{job_id}: halt requested ({job['state']})")
 
 
-def resume(job_id: str) -> None:
+def resume(job_id: JobRef) -> None:
     """Queue a halted job again; it continues from its checkpoints."""
     with client() as loom:
+        job_id = loom.find_job(job_id)["id"]
         job = loom.resume(job_id)
     console.print(f"{job_id}: resumed ({job['state']})")
 
@@ -316,27 +355,47 @@ def _or_unknown(value: float | None, spec: str) -> str:
     return "?" if value is None else format(value, spec)
 
 
-def delete(job_id: str) -> None:
-    """Delete a job, its logs and its files (halting it first if it runs)."""
+def delete(
+    refs: Annotated[list[str] | None, typer.Argument(help="JOB_ID, or KIND NAME")] = None,
+    filename: Annotated[
+        Path | None,
+        typer.Option("--filename", "-f", help="delete the objects a YAML or JSON file names"),
+    ] = None,
+) -> None:
+    """Delete a job, its logs and its files (halting it first if it runs); or, like kubectl,
+    the objects of a file (`-f FILE`) or one object (`KIND NAME`)."""
+    from loom.cli.objects import delete_objects
+
+    if delete_objects(filename, refs or []):
+        return
+    if len(refs or []) != 1:
+        err.print("[red]error:[/red] say a JOB_ID, KIND NAME, or -f FILE")
+        raise typer.Exit(2)
+    job_id = (refs or [""])[0]
     with client() as loom:
+        job_id = loom.find_job(job_id)["id"]
         loom.delete(job_id)
     console.print(f"{job_id}: deleted")
 
 
 def download(
-    job_id: str,
+    job_id: JobRef,
     definition: Annotated[bool, typer.Option("--definition", help="the submitted code")] = False,
-    results: Annotated[bool, typer.Option("--results", help="the job's RESULT_DIR")] = False,
-    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+    results: Annotated[
+        bool, typer.Option("--results", "--trainedmodel", help="the job's RESULT_DIR")
+    ] = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", "--filename")] = None,
 ) -> None:
-    """Download a job's code or results as a zip."""
+    """Download a job's code or results as a zip (FfDL's --trainedmodel and --filename too)."""
     if definition == results:
-        err.print("[red]error:[/red] say --definition or --results")
+        err.print("[red]error:[/red] say --definition or --results (--trainedmodel)")
         raise typer.Exit(2)
     what = "definition" if definition else "results"
-    target = output or Path(f"{job_id}-{what}.zip")
-    with client() as loom, transfer(f"downloading {target.name}") as told:
-        loom.download(job_id, what, target, progress=told)
+    with client() as loom:
+        job_id = loom.find_job(job_id)["id"]
+        target = output or Path(f"{job_id}-{what}.zip")
+        with transfer(f"downloading {target.name}") as told:
+            loom.download(job_id, what, target, progress=told)
     console.print(f"saved {target}")
 
 

@@ -13,9 +13,12 @@ from loom.cli import (
     contexts,
     deployments,
     experiments,
+    ffdl,
+    graphs,
     jobs,
     kubernetes,
     models,
+    objects,
     pipelines,
     runs,
     tokens,
@@ -77,11 +80,13 @@ def options(
 app.command()(server)
 app.command()(serve)
 jobs.register(app)
+ffdl.register(app)
 app.command()(metrics)
 app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
+app.add_typer(graphs.app, name="graphs")
 app.add_typer(experiments.app, name="experiments")
 app.add_typer(runs.app, name="runs")
 app.add_typer(pipelines.app, name="pipelines")
@@ -90,6 +95,8 @@ app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(contexts.app, name="context")
 app.command()(audit)
+app.command()(objects.apply)
+app.command()(objects.get)
 
 
 def main() -> None:

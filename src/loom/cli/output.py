@@ -6,9 +6,11 @@ wrapping), so `loom list -o json | jq` and `yaml.safe_load` read them back whole
 from __future__ import annotations
 
 import json
+import signal
 import sys
-import time
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -67,22 +69,48 @@ def watch(
 ) -> None:
     """Show `fetch()` again and again until Ctrl-C: a table redrawn in place, or with `-o json`
     one compact document a line (`-o yaml`: documents after `---`) each time it changes."""
-    try:
+    with interrupted() as stop:
         if fmt in (Format.JSON, Format.YAML):
             last = None
-            while True:
+            while not stop.is_set():
                 data = fetch()
-                if data != last:
+                if data != last and not stop.is_set():
                     _document(fmt, data)
                     last = data
-                time.sleep(every_s)
+                stop.wait(every_s)
+            return
         wide = fmt == Format.WIDE
         with Live(console=console, auto_refresh=False) as live:
-            while True:
+            while not stop.is_set():
                 live.update(table(fetch(), wide), refresh=True)
-                time.sleep(every_s)
-    except KeyboardInterrupt:
-        return
+                stop.wait(every_s)
+
+
+@contextmanager
+def interrupted() -> Iterator[threading.Event]:
+    """An event set by Ctrl-C (SIGINT, and SIGTERM) instead of a KeyboardInterrupt raised
+    wherever the program happens to be: one raised inside an HTTP request can leave the
+    connection pool's lock held, and closing the client then waits forever."""
+    stop = threading.Event()
+    # The handler only sets a flag; a helper thread wakes `stop.wait` (a signal handler that
+    # set the event itself could run while the main thread holds the event's own lock).
+    woken = threading.Event()
+
+    def handle(_signum: int, _frame: object) -> None:
+        woken.set()
+
+    def relay() -> None:
+        woken.wait()
+        stop.set()
+
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    threading.Thread(target=relay, daemon=True).start()
+    try:
+        yield stop
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        woken.set()
 
 
 def _document(fmt: Format, data: Any) -> None:
@@ -91,6 +119,12 @@ def _document(fmt: Format, data: Any) -> None:
     else:
         sys.stdout.write("---\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     sys.stdout.flush()
+
+
+def minute(at: str | None, never: str = "") -> str:
+    """An ISO time to the minute, in UTC: what a table has room for, and enough to tell
+    things apart."""
+    return at[:16].replace("T", " ") if at else never
 
 
 def whole(header: str, values: Iterable[str]) -> Column:

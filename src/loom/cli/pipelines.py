@@ -91,7 +91,8 @@ def run(
         bool, typer.Option("--follow", "-f", help="show its steps until it ends")
     ] = False,
 ) -> None:
-    """Start a run of a pipeline, with the code folder its steps run."""
+    """Start a run of a pipeline (Loom's spec, a KFP-compiled pipeline or an Argo Workflow),
+    with the code folder its steps run."""
     spec, code_zip, parameters = _inputs(file, code, param)
     with client() as loom:
         made = loom.run_pipeline(spec, code_zip, parameters)
@@ -122,12 +123,15 @@ def _load(file: Path) -> str | bytes:
             _usage(f"{file} defines no module-level `pipeline` that is a Pipeline")
         return found.to_yaml()
     text = file.read_bytes()
-    try:
-        loaded = yaml.safe_load(text)
+    try:  # several documents: a KFP pipeline's platform spec, Argo's WorkflowTemplates
+        loaded = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         _usage(f"{file}: not YAML ({exc})")
-    if not isinstance(loaded, dict):
-        _usage(f"{file}: a pipeline is a mapping with `name` and `steps`")
+    if not loaded or not all(isinstance(d, dict) for d in loaded):
+        _usage(
+            f"{file}: a pipeline is a mapping with `name` and `steps` (or a KFP-compiled "
+            "pipeline, or an Argo Workflow)"
+        )
     return text
 
 
@@ -192,7 +196,8 @@ def runs_table(found: list[dict[str, Any]]) -> Table:
     scheduled = any(r.get("schedule") for r in found)
     table = Table(
         whole("ID", [r["id"] for r in found]), "PIPELINE", *(["SCHEDULE"] if scheduled else []),
-        *(["OWNER"] if owners else []), "STATE", "STEPS", "CACHED", "STARTED", "DURATION",
+        *(["OWNER"] if owners else []), whole("STATE", [r["state"] for r in found]), "STEPS",
+        "CACHED", Column("STARTED", no_wrap=True), "DURATION",
     )  # fmt: skip
     for r in found:
         by_state: dict[str, int] = r.get("steps_by_state") or {}

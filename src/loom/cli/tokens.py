@@ -9,18 +9,14 @@ from rich import box
 from rich.table import Table
 
 from loom.cli.common import client, console
-from loom.cli.output import Format, OutputOpt, emit
+from loom.cli.output import Format, OutputOpt, emit, minute, whole
 
 app = typer.Typer(help="Your API tokens: list, create, revoke, rotate.", no_args_is_help=True)
 
 
-def minute(at: str | None, never: str = "") -> str:
-    """An ISO time to the minute, in UTC: enough to tell tokens apart."""
-    return at[:16].replace("T", " ") if at else never
-
-
 def token_table(tokens: list[dict[str, Any]]) -> Table:
-    table = Table("ID", "NAME", "CREATED", "EXPIRES (UTC)", "LAST USED", box=box.SIMPLE_HEAD)
+    ids = whole("ID", [t["id"] for t in tokens])
+    table = Table(ids, "NAME", "CREATED", "EXPIRES (UTC)", "LAST USED", box=box.SIMPLE_HEAD)
     for column in table.columns:
         column.no_wrap = column.header != "NAME"
     for token in tokens:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -15,8 +16,11 @@ import httpx
 
 from loom.client import contexts
 from loom.client.accounts import AccountCalls
+from loom.client.archive import zip_folder
 from loom.client.errors import ClientError
 from loom.client.experiments import ExperimentCalls
+from loom.client.job_lookup import JobLookupCalls
+from loom.client.objects import ObjectCalls
 from loom.client.pipelines import PipelineCalls
 from loom.client.runs import RunCalls
 
@@ -48,10 +52,12 @@ class _Counted(io.BytesIO):
 
 
 def discover(home: Path | None = None) -> tuple[str, str | None]:
-    """The URL and token, from the first that says: `LOOM_URL`/`LOOM_TOKEN`; the context named
-    by `LOOM_CONTEXT`; the current context, unless `LOOM_HOME` is set; what the server wrote to
-    its home (`server.json`, `token`)."""
-    url, token = os.environ.get("LOOM_URL"), os.environ.get("LOOM_TOKEN")
+    """The URL and token, from the first that says: `LOOM_URL`/`LOOM_TOKEN` (or FfDL's
+    `DLAAS_URL`/`DLAAS_PASSWORD`, the password a Loom token); the context named by
+    `LOOM_CONTEXT`; the current context, unless `LOOM_HOME` is set; what the server wrote to its
+    home (`server.json`, `token`)."""
+    url = os.environ.get("LOOM_URL") or ffdl_url(os.environ.get("DLAAS_URL"))
+    token = os.environ.get("LOOM_TOKEN") or os.environ.get("DLAAS_PASSWORD") or None
     implicit = home is None and "LOOM_HOME" not in os.environ
     context = contexts.active() if implicit or os.environ.get("LOOM_CONTEXT") else None
     if context is not None:
@@ -70,12 +76,23 @@ def discover(home: Path | None = None) -> tuple[str, str | None]:
     return str(url), token
 
 
+def ffdl_url(url: str | None) -> str | None:
+    """The platform's address from FfDL's `DLAAS_URL`, which may point at its FfDL API
+    (`…/ffdl`, what FfDL's own CLI needs) or at the platform itself."""
+    if not url:
+        return None
+    return url.rstrip("/").removesuffix("/ffdl") or None
+
+
 def _raise_for(response: httpx.Response) -> None:
     if response.is_success:
         return
     try:
         body = response.json()
         message, code = body.get("error") or str(body), body.get("code")
+        if isinstance(code, int):  # FfDL's shape: the status in `code`, Loom's own in `loom_code`
+            message = body.get("description") or message
+            code = body.get("loom_code")
     except ValueError:
         message, code = response.text or response.reason_phrase, None
     raise ClientError(f"{message} (HTTP {response.status_code})", response.status_code, code)
@@ -93,7 +110,9 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
         raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
 
 
-class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, RunCalls):
+class LoomClient(
+    AccountCalls, ExperimentCalls, ObjectCalls, PipelineCalls, JobLookupCalls, RunCalls
+):
     def __init__(
         self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
     ) -> None:
@@ -132,13 +151,21 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, RunCalls):
     def submit(
         self, manifest: str | bytes, code_zip: bytes, progress: Progress | None = None
     ) -> str:
-        """Submit a job; `progress(sent, total)` is told as the code goes up."""
+        """Submit a job, its id back; `progress(sent, total)` is told as the code goes up."""
+        return str(self.submit_job(manifest, code_zip, progress)["id"])
+
+    def submit_job(
+        self, manifest: str | bytes, code_zip: bytes, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """Submit a job: the whole answer, `id`, `location` and `warnings` (fields of the
+        manifest that change nothing on this platform, each with why)."""
         code: Any = _Counted(code_zip, progress) if progress else code_zip
         files = {
             "manifest": ("manifest.yml", manifest, "application/yaml"),
             "model_definition": ("model.zip", code, "application/zip"),
         }
-        return str(self._request("POST", "/v1/jobs", files=files).json()["id"])
+        result: dict[str, Any] = self._request("POST", "/v1/jobs", files=files).json()
+        return result
 
     def jobs(
         self,
@@ -428,9 +455,21 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, RunCalls):
     ) -> dict[str, Any]:
         """Serve a version of a model; `options`: min_replicas, max_replicas,
         target_concurrency, scale_down_delay_s, batch_size, batch_wait_ms, gpus_per_replica,
-        request_log, port, grpc_port, public (answer without a token)."""
+        request_log, port, grpc_port, public (answer without a token), runtime, pip,
+        explainer, transformer (a folder holding transformer.py, or its zip's bytes)."""
+        transformer = options.pop("transformer", None)
+        if transformer is not None:
+            data = transformer if isinstance(transformer, bytes) else zip_folder(Path(transformer))
+            options["transformer"] = base64.b64encode(data).decode()
         body = {"name": name, "model": model, "version": version, **options}
         result: dict[str, Any] = self._request("POST", "/v1/deployments", json=body).json()
+        return result
+
+    def create_graph(self, name: str, graph: dict[str, Any], **options: Any) -> dict[str, Any]:
+        """An inference graph of your deployments (KServe's InferenceGraph spec, or the whole
+        object); `options`: port, grpc_port, public. Shown and deleted as a deployment."""
+        body = {"name": name, "graph": graph, **options}
+        result: dict[str, Any] = self._request("POST", "/v1/graphs", json=body).json()
         return result
 
     def deployments(self) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ COMMON_FIELDS = (
     "timeout_s",
     "cache",
     "cache_max_age_s",
+    "trigger",
 )
 
 
@@ -76,6 +77,7 @@ class Retry(TypedDict, total=False):
     limit: int
     backoff_s: float
     factor: float
+    max_backoff_s: float
 
 
 class Common(TypedDict, total=False):
@@ -89,6 +91,7 @@ class Common(TypedDict, total=False):
     timeout_s: float
     cache: bool
     cache_max_age_s: float
+    trigger: Literal["all_succeeded", "none_failed", "all_done"]
 
 
 def _name(step: StepRef) -> str:
@@ -114,10 +117,14 @@ class Pipeline:
         name: str,
         parameters: dict[str, Any] | None = None,
         description: str | None = None,
+        outputs: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         self.name = name
         self.parameters = parameters
         self.description = description
+        self.outputs = outputs  # the run's own, made of its steps' outputs
+        self.timeout_s = timeout_s  # the whole run's deadline
         self.steps: list[Step] = []
         self.exit_step: str | None = None
 
@@ -149,16 +156,21 @@ class Pipeline:
         memory: str | None = None,
         gpus: int | None = None,
         env: dict[str, str] | None = None,
-        inputs: dict[str, str] | None = None,
+        inputs: dict[str, Any] | None = None,
+        environment: dict[str, Any] | None = None,
+        values: dict[str, Any] | None = None,
+        model_name: str | None = None,
         **common: Unpack[Common],
     ) -> Step:
         """A small step run as a one-learner job: `file` (in the code folder) with `args`, or
-        the code inline as `script`."""
+        the code inline as `script`; `environment` as a manifest's, `values` given to it as
+        the JSON file `$STEP_VALUES`."""
         _one_of(name, file=file, script=script)
         listed = list(args) if args is not None else None
         return self._add(
             name, "python", common, file=file, args=listed, script=script, cpus=cpus,
-            memory=memory, gpus=gpus, env=env, inputs=inputs,
+            memory=memory, gpus=gpus, env=env, inputs=inputs, environment=environment,
+            values=values, model_name=model_name,
         )  # fmt: skip
 
     def shell(
@@ -170,14 +182,31 @@ class Pipeline:
         memory: str | None = None,
         gpus: int | None = None,
         env: dict[str, str] | None = None,
-        inputs: dict[str, str] | None = None,
+        inputs: dict[str, Any] | None = None,
+        environment: dict[str, Any] | None = None,
+        values: dict[str, Any] | None = None,
+        model_name: str | None = None,
         **common: Unpack[Common],
     ) -> Step:
         """A bash `command`, run in the code folder as a one-learner job."""
         return self._add(
             name, "shell", common, command=command, cpus=cpus, memory=memory, gpus=gpus,
-            env=env, inputs=inputs,
+            env=env, inputs=inputs, environment=environment, values=values,
+            model_name=model_name,
         )  # fmt: skip
+
+    def pipeline(
+        self,
+        name: str,
+        *,
+        pipeline: Pipeline | dict[str, Any],
+        parameters: dict[str, Any] | None = None,
+        **common: Unpack[Common],
+    ) -> Step:
+        """A sub-pipeline: `pipeline`'s own steps run as a sub-run (one per item of a
+        `for_each`), given `parameters`; its outputs are the sub-run's."""
+        spec = pipeline.to_dict() if isinstance(pipeline, Pipeline) else copy.deepcopy(pipeline)
+        return self._add(name, "pipeline", common, pipeline=spec, parameters=parameters)
 
     def experiment(
         self, name: str, *, experiment: dict[str, Any], **common: Unpack[Common]
@@ -236,6 +265,10 @@ class Pipeline:
         spec["steps"] = [s.to_dict() for s in self.steps]
         if self.exit_step is not None:
             spec["on_exit"] = self.exit_step
+        if self.outputs is not None:
+            spec["outputs"] = copy.deepcopy(self.outputs)
+        if self.timeout_s is not None:
+            spec["timeout_s"] = self.timeout_s
         return spec
 
     def to_yaml(self) -> str:

@@ -64,9 +64,12 @@ class PipelineCalls:
         found: list[dict[str, Any]] = response.json()["runs"]
         return found
 
-    def pipeline_run(self, run_id: str) -> dict[str, Any]:
-        """The run with its `steps`, and each step's `tasks` (one per item of a fan-out)."""
-        found: dict[str, Any] = self._request("GET", f"/v1/pipelines/runs/{run_id}").json()
+    def pipeline_run(self, run_id: str, spec: bool = True) -> dict[str, Any]:
+        """The run with its `steps`, and each step's `tasks` (one per item of a fan-out), and
+        its `spec` unless `spec` is False."""
+        params = {} if spec else {"spec": "false"}
+        path = f"/v1/pipelines/runs/{run_id}"
+        found: dict[str, Any] = self._request("GET", path, params=params).json()
         return found
 
     def halt_pipeline_run(self, run_id: str) -> dict[str, Any]:
@@ -95,11 +98,12 @@ class PipelineCalls:
         on_change: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Until the run has ended (SUCCEEDED, FAILED or HALTED); `on_change(run)` is told each
-        time the run differs from the last look. `TimeoutError` past `timeout_s`."""
+        time the run differs from the last look (the run without its spec). `TimeoutError` past
+        `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         last: dict[str, Any] | None = None
         while True:
-            found = self.pipeline_run(run_id)
+            found = self.pipeline_run(run_id, spec=False)  # polled: the steps are what change
             if on_change is not None and found != last:
                 on_change(found)
             last = found

@@ -15,16 +15,44 @@ routers. Dialects do not import each other.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import TYPE_CHECKING
 
-from loom.dialects import mlflow
+if TYPE_CHECKING:  # imported where used: a job's KFP executor imports a dialect, not FastAPI
+    from fastapi import APIRouter
+    from starlette.types import ASGIApp
+
+    from loom.domain.pipeline_dialects import PipelineDialect
 
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
-    return [*mlflow.routers()]
+    from loom.dialects import ffdl, mlflow
+    from loom.dialects.apply.router import router as apply  # imported late: dialects import
+
+    # `loom.dialects.kinds`, which imports this package first
+    from loom.dialects.kfp import api_catalog, api_runs
+
+    return [ffdl.router, apply, api_catalog.router, api_runs.router, *mlflow.routers()]
 
 
 def upload_prefixes() -> tuple[str, ...]:
     """Paths under which a dialect takes files by PUT (as large as an upload may be)."""
+    from loom.dialects import mlflow
+
     return mlflow.UPLOADS
+
+
+def middleware() -> list[type[ASGIApp]]:
+    """ASGI middleware that sends a dialect's clients on paths Loom also serves to that
+    dialect's routes (FfDL's on `/v1/models`), added by `loom.app.create_app`."""
+    from loom.dialects import ffdl
+
+    return [ffdl.RecogniseFfdlClients]
+
+
+def pipeline_dialects() -> list[PipelineDialect]:
+    """The foreign pipeline formats `loom pipelines run` and `POST /v1/pipelines/runs` take."""
+    from loom.dialects.argo.translate import ArgoDialect
+    from loom.dialects.kfp.translate import KfpDialect
+
+    return [KfpDialect(), ArgoDialect()]

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from loom.domain.framework_versions import (
+    FrameworkVersion,
+    VersionProblem,
+    check_installable,
+    check_release,
+    read_version,
+)
+
 MAX_PACKAGES = 200
 MAX_REQUIREMENT = 300
 MAX_REQUIREMENTS_FILE = 64 * 1024
-VERSION = re.compile(r"\d+(\.\d+){0,3}")
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,10 @@ UNAVAILABLE = {
     "caffe": "Caffe 1 has no maintained Python wheel",
     "caffe2": "Caffe2 was merged into PyTorch and removed from it; use pytorch",
     "h2o3": "H2O-3 needs a Java runtime and its own cluster",
+    "pytorchmpi": (
+        "PyTorch's wheels are built without the MPI backend; use pytorch, whose learners get "
+        "MASTER_ADDR, WORLD_SIZE and RANK for the gloo or nccl backend"
+    ),
 }
 
 
@@ -83,15 +93,20 @@ class Plan:
     runtime: str
     python: str
     packages: tuple[str, ...]
+    no_deps: tuple[str, ...] = ()  # installed after `packages`, without their dependencies
 
     def digest(self, sources: Sequence[str] = ()) -> str:
         """The environment's name on disk: its content, and where its packages come from."""
-        text = json.dumps([self.python, list(self.packages), list(sources)])
+        content: list[object] = [self.python, list(self.packages), list(sources)]
+        if self.no_deps:  # so that the plans there were before keep their names
+            content.append(list(self.no_deps))
+        text = json.dumps(content)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def describe(self) -> str:
-        count = len(self.packages)
-        listed = ", ".join(self.packages[:3]) + (", …" if count > 3 else "")
+        named = [*self.packages, *self.no_deps]
+        count = len(named)
+        listed = ", ".join(named[:3]) + (", …" if count > 3 else "")
         return f"{self.runtime}, python {self.python}: {count} packages ({listed})"
 
 
@@ -160,42 +175,74 @@ def plan(
     provided: Mapping[str, str],
     gpus: int = 0,
     install_framework: bool = True,
+    no_deps: Sequence[str] = (),
 ) -> Plan | None:
     """What the job needs installed beside the platform's packages; None when it runs in the
     platform's Python as it is (its framework is there, at the version asked for, and it asks
     for nothing more)."""
     runtime = runtime_named(framework)
+    asked = asked_version(runtime, version, python)
     packages = list(pip) + list(requirements)
-    framework_package = _framework_package(runtime, version, provided, gpus)
-    if framework_package is not None and install_framework:
-        named = {_name(p) for p in packages}
-        if not named & runtime.distributions:  # the job's own pin wins
-            packages.insert(0, framework_package)
-    if not packages:
+    wanted = [(runtime, asked)] + [
+        (runtime_named(name), FrameworkVersion(release, asked.gpu))
+        for name, release in asked.components
+    ]
+    for each, its_version in wanted:
+        framework_package = _framework_package(each, its_version, provided, gpus)
+        if framework_package is not None and install_framework:
+            named = {_name(p) for p in packages}
+            if not named & each.distributions:  # the job's own pin wins
+                packages.insert(0, framework_package)
+    if not packages and not no_deps:
         return None
-    if len(packages) > MAX_PACKAGES:
+    if len(packages) + len(no_deps) > MAX_PACKAGES:
         raise EnvironmentProblem(
-            f"{len(packages)} packages; at most {MAX_PACKAGES}", "environment.pip"
+            f"{len(packages) + len(no_deps)} packages; at most {MAX_PACKAGES}", "environment.pip"
         )
     unique = sorted({normalized(p) for p in packages})
-    return Plan(runtime.name, python, tuple(unique))
+    alone = sorted({normalized(p) for p in no_deps})
+    return Plan(runtime.name, python, tuple(unique), tuple(alone))
+
+
+def asked_version(runtime: Runtime, version: str | None, python: str) -> FrameworkVersion:
+    """What `framework.version` asks of this runtime (FfDL's image tags read), refused where
+    this platform cannot install it. A framework this platform brings nothing for (`python`,
+    `horovod`) takes no release of its own: only the releases its tag names (Horovod's
+    `-tf1.9.0-torch0.4.0`) are read."""
+    try:
+        asked = read_version(version)
+        if runtime.package is None:
+            asked = FrameworkVersion(None, asked.gpu, asked.python_major, asked.components)
+        check_installable(
+            runtime.name,
+            asked,
+            python=python,
+            newest=runtime.default_version,
+            original=version or "",
+        )
+        for name, release in asked.components:
+            component = runtime_named(name)
+            check_release(component.name, release, python, component.default_version)
+    except VersionProblem as exc:
+        raise EnvironmentProblem(str(exc), "framework.version") from exc
+    return asked
 
 
 def _framework_package(
-    runtime: Runtime, version: str | None, provided: Mapping[str, str], gpus: int
+    runtime: Runtime, asked: FrameworkVersion, provided: Mapping[str, str], gpus: int
 ) -> str | None:
-    """The framework's package when the platform's Python lacks it at the version asked for."""
+    """The framework's package when the platform's Python lacks it at the release asked for
+    (`latest`: the platform's own, else the runtime's default). A GPU build where the job has
+    GPUs, unless its tag asked for the CPU build; a GPU tag on a job without GPUs runs the CPU
+    build, as FfDL's GPU images ran on a CPU node."""
     if runtime.package is None:
         return None
     have = provided.get(canonicalize_name(runtime.package))
-    if have is not None and (version is None or _same_release(have, version)):
+    if have is not None and (asked.latest or _same_release(have, asked.release or "")):
         return None
-    package = runtime.gpu_package if gpus and runtime.gpu_package else runtime.package
-    wanted = (version or runtime.default_version or "").strip()
-    if wanted and not VERSION.fullmatch(wanted):
-        raise EnvironmentProblem(
-            f"{version!r} is not a release number such as 2.21 or 2.21.0", "framework.version"
-        )
+    use_gpu = gpus > 0 and asked.gpu is not False
+    package = runtime.gpu_package if use_gpu and runtime.gpu_package else runtime.package
+    wanted = asked.release or runtime.default_version
     return f"{package}=={wanted}.*" if wanted else package
 
 

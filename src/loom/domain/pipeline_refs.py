@@ -1,9 +1,11 @@
 """`${{ … }}` references in a pipeline's steps, and its `when:` conditions.
 
 A string that is exactly one reference takes the value's type; inside a longer string the value
-is written in. A condition is the references' values written in as Python literals, then read as
-a Python expression of which only comparisons, `and`/`or`/`not`, parentheses and literals are
-evaluated: no names, calls, attributes or subscripts.
+is written in. `${{ a || b }}` is the first of its alternatives that names a value (not null):
+the output of whichever branch of a condition ran. A condition is the references' values written
+in as Python literals, then read as a Python expression of which only comparisons,
+`and`/`or`/`not`, parentheses and literals are evaluated: no names, calls, attributes or
+subscripts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from loom.domain.errors import ManifestError
 
 REFERENCE = re.compile(r"\$\{\{\s*([^{}]*?)\s*\}\}")
 ROOTS = ("parameters", "item", "run", "steps")
-RUN_KEYS = ("id", "name")
+RUN_KEYS = ("id", "name", "state")  # state: how the run's steps (its exit handler's aside) end
+STEP_FACTS = ("state", "message")  # `steps.NAME.state`: how a step ended, and why
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 
 Resolver = Callable[[str], Any]
@@ -29,10 +32,17 @@ class UnresolvedReference(ManifestError):
     """A reference that names nothing, or a value that cannot be used where it is."""
 
 
+def alternatives(inner: str) -> list[str]:
+    """The paths of one reference: `a || b` is two."""
+    return [part.strip() for part in inner.split("||")]
+
+
 def references(value: Any) -> Iterator[str]:
-    """Every reference path in a value (strings inside mappings and lists, keys excepted)."""
+    """Every reference path in a value (strings inside mappings and lists, keys excepted; each
+    alternative of `a || b` apart)."""
     if isinstance(value, str):
-        yield from REFERENCE.findall(value)
+        for inner in REFERENCE.findall(value):
+            yield from alternatives(inner)
     elif isinstance(value, dict):
         for item in value.values():
             yield from references(item)
@@ -51,9 +61,10 @@ def check_path(path: str, where: str) -> list[str]:
             f"{where}: `${{{{ {path} }}}}`: a reference starts with {', '.join(ROOTS)}",
             field=where,
         )
-    if parts[0] == "steps" and (len(parts) < 3 or parts[2] != "outputs"):
+    if parts[0] == "steps" and not _step_path(parts):
         raise ManifestError(
-            f"{where}: `${{{{ {path} }}}}`: a step's values are `steps.NAME.outputs.KEY`",
+            f"{where}: `${{{{ {path} }}}}`: a step's values are `steps.NAME.outputs.KEY`, "
+            "`steps.NAME.state` and `steps.NAME.message`",
             field=where,
         )
     if parts[0] == "run" and (len(parts) != 2 or parts[1] not in RUN_KEYS):
@@ -65,6 +76,12 @@ def check_path(path: str, where: str) -> list[str]:
     return parts
 
 
+def _step_path(parts: list[str]) -> bool:
+    if len(parts) == 3 and parts[2] in STEP_FACTS:
+        return True
+    return len(parts) >= 3 and parts[2] == "outputs"
+
+
 def as_text(value: Any) -> str:
     """A value written into a longer string: text as itself, the rest as JSON."""
     if isinstance(value, str):
@@ -72,13 +89,27 @@ def as_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def first(inner: str, resolve: Resolver) -> Any:
+    """The value of one reference: its first alternative that resolves to a value other than
+    null (null if the last one is; the last one's refusal if none resolves)."""
+    paths = alternatives(inner)
+    for path in paths[:-1]:
+        try:
+            found = resolve(path)
+        except UnresolvedReference:
+            continue
+        if found is not None:
+            return found
+    return resolve(paths[-1])
+
+
 def render(value: Any, resolve: Resolver) -> Any:
     """The value with its references replaced (mappings and lists walked, keys kept)."""
     if isinstance(value, str):
         whole = REFERENCE.fullmatch(value.strip())
         if whole is not None:
-            return resolve(whole.group(1))
-        return REFERENCE.sub(lambda m: as_text(resolve(m.group(1))), value)
+            return first(whole.group(1), resolve)
+        return REFERENCE.sub(lambda m: as_text(first(m.group(1), resolve)), value)
     if isinstance(value, dict):
         return {key: render(item, resolve) for key, item in value.items()}
     if isinstance(value, list):
@@ -87,12 +118,16 @@ def render(value: Any, resolve: Resolver) -> Any:
 
 
 def walk(found: Any, parts: list[str], path: str) -> Any:
-    """`found` followed along `parts` (keys of mappings, indexes of lists)."""
+    """`found` followed along `parts` (keys of mappings, indexes of lists). A key that is not
+    an index is followed in each item of a list: a fan-out's `outputs.values.x` is the list of
+    each item's `x`."""
     for depth, part in enumerate(parts):
         if isinstance(found, dict) and part in found:
             found = found[part]
         elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
             found = found[int(part)]
+        elif isinstance(found, list) and not part.isdigit():
+            return [walk(each, parts[depth:], path) for each in found]
         else:
             at = ".".join(parts[: depth + 1])
             have = ", ".join(sorted(map(str, found))) if isinstance(found, dict) else ""
@@ -122,7 +157,7 @@ def check_condition(expression: str, where: str) -> None:
 
 def condition(expression: str, resolve: Resolver, where: str = "when") -> bool:
     """The condition's truth with the references' values."""
-    text = REFERENCE.sub(lambda m: repr(_literal(resolve(m.group(1)))), expression)
+    text = REFERENCE.sub(lambda m: repr(_literal(first(m.group(1), resolve))), expression)
     try:
         return bool(_evaluate(_tree(text, where).body))
     except TypeError as exc:

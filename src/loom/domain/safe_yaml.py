@@ -71,3 +71,12 @@ def safe_load(text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int = MA
     """One YAML document as Python data; raises `UnsafeYaml` or `yaml.YAMLError`."""
     check_events(text, max_depth, max_nodes)
     return yaml.load(text, Loader=Loader)
+
+
+def safe_load_all(
+    text: str | bytes, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES
+) -> list[Any]:
+    """Every YAML document of a stream (`---` between them) as Python data, the limits counted
+    over all of them; raises `UnsafeYaml` or `yaml.YAMLError`."""
+    check_events(text, max_depth, max_nodes)
+    return list(yaml.load_all(text, Loader=Loader))

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import yaml
 
 from loom.domain.errors import ManifestError
 from loom.domain.manifest import yaml_problem
-from loom.domain.safe_yaml import UnsafeYaml, safe_load
+from loom.domain.safe_yaml import UnsafeYaml, safe_load, safe_load_all
 
 T = TypeVar("T", bound=str)
 # Katib fields refused wherever they are not allowed, with why.
 REFUSED = {
     "nasConfig": "neural architecture search is not offered by Loom",
-    "configMap": "a Kubernetes ConfigMap; put the Loom manifest in trialSpec",
-    "httpGet": "Prometheus scraping is Kubernetes machinery; Loom reads stdout or files",
+    "configMap": "a Kubernetes ConfigMap; put the Loom manifest in trialSpec (or apply the "
+    "Experiment and its ConfigMap with `loom apply -f`)",
     "distribution": "it goes in feasibleSpace, where Katib reads it",
 }
 
@@ -121,17 +121,27 @@ def choice(value: Any, where: str, allowed: tuple[T, ...]) -> T:
     raise fail(where, f"{said} one of {', '.join(allowed)}")
 
 
+def load_documents(text: str | bytes, what: str, max_nodes: int) -> list[Any]:
+    """Every document of a user's YAML (empty ones left out), refused with the reason."""
+    found = _read(lambda: safe_load_all(text, max_nodes=max_nodes), what)
+    return [document for document in found if document is not None]
+
+
 def load_mapping(text: str | bytes, what: str) -> dict[str, Any]:
     """A user's YAML document that must be a mapping (`what`: "an experiment", "a pipeline");
     refused with the reason."""
+    data = _read(lambda: safe_load(text), what)
+    if not isinstance(data, dict):
+        raise ManifestError(f"{what} is a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def _read(load: Callable[[], Any], what: str) -> Any:
     try:
-        data = safe_load(text)
+        return load()
     except UnsafeYaml as exc:
         raise ManifestError(f"{what} is refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise ManifestError(f"{what} is not valid YAML: {yaml_problem(exc)}") from None
     except UnicodeDecodeError as exc:
         raise ManifestError(f"{what} is not UTF-8 text: {exc.reason}") from None
-    if not isinstance(data, dict):
-        raise ManifestError(f"{what} is a YAML mapping, got {type(data).__name__}")
-    return data

@@ -68,9 +68,11 @@ class Request:
     root: Path
     packages: list[str]
     describe: str = ""
+    no_deps: list[str] = field(default_factory=list)  # installed after, without dependencies
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
+    index_strategy: str = "first-index"
     source_builds: bool = False
     max_bytes: int = 20 * 2**30
     max_age_s: float = 30 * 86400.0
@@ -84,9 +86,11 @@ class Request:
             root=Path(spec["root"]),
             packages=[str(p) for p in spec["packages"]],
             describe=str(spec.get("describe", "")),
+            no_deps=[str(p) for p in spec.get("no_deps", [])],
             index_url=spec.get("index_url"),
             extra_index_urls=list(spec.get("extra_index_urls", [])),
             find_links=list(spec.get("find_links", [])),
+            index_strategy=str(spec.get("index_strategy", "first-index")),
             source_builds=bool(spec.get("source_builds", False)),
             max_bytes=int(spec.get("max_bytes", 20 * 2**30)),
             max_age_s=float(spec.get("max_age_s", 30 * 86400.0)),
@@ -204,8 +208,11 @@ def build(request: Request, log: Say, progress: Say) -> None:
     try:
         _run(_venv_command(folder), request, keep)
         _layer(folder)
-        _run(_install_command(request), request, keep)
-        _run(_compile_command(folder), request, keep)
+        if request.packages:
+            _run(_install_command(request, request.packages), request, keep)
+        if request.no_deps:
+            _run(_install_command(request, request.no_deps, "--no-deps"), request, keep)
+        _compile(folder, request, keep)
         _readable(folder)
     except BuildFailed:
         shutil.rmtree(folder, ignore_errors=True)
@@ -215,6 +222,7 @@ def build(request: Request, log: Say, progress: Say) -> None:
     marker = {
         "digest": request.digest,
         "packages": request.packages,
+        "no_deps": request.no_deps,
         "describe": request.describe,
         "base": _base_paths(),
         "built_at": time.time(),
@@ -244,9 +252,9 @@ def _venv_command(folder: Path) -> list[str]:
     return [uv_binary(), "venv", "--no-config", "--python", sys.executable, str(folder)]
 
 
-def _install_command(request: Request) -> list[str]:
+def _install_command(request: Request, packages: list[str], *options: str) -> list[str]:
     command = [uv_binary(), "pip", "install", "--no-config", "--python"]
-    command += [str(_python(request.folder)), "--color", "never", "--no-progress"]
+    command += [str(_python(request.folder)), "--color", "never", "--no-progress", *options]
     if not request.source_builds:
         command.append("--no-build")
     if request.index_url:
@@ -255,7 +263,9 @@ def _install_command(request: Request) -> list[str]:
         command += ["--extra-index-url", url]
     for place in request.find_links:
         command += ["--find-links", place]
-    return [*command, "--", *request.packages]
+    if request.index_strategy != "first-index":
+        command += ["--index-strategy", request.index_strategy]
+    return [*command, "--", *packages]
 
 
 def _compile_command(folder: Path) -> list[str]:
@@ -264,6 +274,18 @@ def _compile_command(folder: Path) -> list[str]:
     never the environment's, whose packages' `.pth` files would run their code as this user."""
     target = next((folder / "lib").glob("python3*/site-packages"))
     return [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0", str(target)]
+
+
+def _compile(folder: Path, request: Request, say: Say) -> None:
+    """Bytecode for what will be imported. A file that does not compile on this Python (torch
+    ships test files for newer ones) is left to fail where it is imported, if ever: the
+    environment is still good, as pip's own install would leave it."""
+    try:
+        _run(_compile_command(folder), request, say)
+    except BuildFailed as exc:
+        if request.cancel.is_set() or "Error compiling" not in exc.message:
+            raise
+        say("some files do not compile on this Python (left as source)")
 
 
 def _readable(folder: Path) -> None:

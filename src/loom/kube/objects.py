@@ -87,6 +87,9 @@ class JobShape:
     restart_policy: str = "Never"
     max_restarts: int = 0
     storage: int | None = None  # the manifest's `storage`: the learner's scratch disk
+    # The manifest's learner image (`framework.image`, FfDL's `custom`); it must hold Loom's
+    # learner, as the platform's own learner image does (docs/kubernetes.md).
+    image: str | None = None
 
     @property
     def name(self) -> str:
@@ -295,7 +298,7 @@ def pod_spec(shape: JobShape, options: KubeOptions, kind: Kind) -> Any:
         containers=[
             k.V1Container(
                 name="learner",
-                image=options.image,
+                image=shape.image or options.image,
                 image_pull_policy="IfNotPresent",
                 command=ENTRY,
                 env=learner_env(shape, options, kind),

@@ -199,6 +199,7 @@ def shape_of(learners: list[LearnerLaunch]) -> JobShape:
         restart_policy=str(restart.get("policy", "Never")),
         max_restarts=int(restart.get("max_restarts", 0)),
         storage=int(spec.get("storage_limit") or 0) or None,
+        image=(spec.get("gang") or {}).get("image"),
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import socket
@@ -32,6 +33,22 @@ TAIL = 20
 HEARTBEAT_S = 10.0
 
 
+class Cutoff:
+    """When the learner stops retrying what it sends the platform: never, until it is told to
+    stop (SIGTERM) while it waits on an unreachable or refusing platform. What is not sent by
+    then stays in the spool and the status file, which the platform reads back."""
+
+    def __init__(self) -> None:
+        self.at = math.inf
+
+    def cut(self, seconds: float) -> None:
+        self.at = min(self.at, time.monotonic() + seconds)
+
+    def end(self, deadline_s: float) -> float:
+        """The monotonic time a wait of `deadline_s` from now must end by."""
+        return min(time.monotonic() + deadline_s, self.at)
+
+
 class Api:
     """A keep-alive HTTP/1.1 connection to the platform, re-resolved when it goes away.
 
@@ -46,8 +63,10 @@ class Api:
         server_file: Path | None,
         ca: str | None = None,
         urls: list[str] | None = None,
+        cutoff: Cutoff | None = None,
     ) -> None:
         self.url = url
+        self.cutoff = cutoff or Cutoff()
         # Several API servers on one database: when one goes away, the next one is tried.
         self._urls = [u for u in urls or [] if u]
         self.refused = False
@@ -143,7 +162,7 @@ class Api:
 
     def twin(self) -> Api:
         """Another connection to the same platform: a long transfer holds it, not this one."""
-        return Api(self.url, self._token, self._server_file, self._ca, self._urls)
+        return Api(self.url, self._token, self._server_file, self._ca, self._urls, self.cutoff)
 
     def get_file(self, path: str, sink: BinaryIO) -> tuple[int, str]:
         """GET `path`, its body into `sink` (emptied first) when the answer is 200: the status
@@ -416,20 +435,26 @@ class Shipper:
         return self.api.post(self.base_path + "/logs", body)
 
     def close(self, deadline_s: float) -> bool:
-        """Stop taking lines and wait until all are sent; False if the deadline passed first."""
+        """Stop taking lines and wait until all are sent; False if the deadline (or the
+        cutoff) passed first."""
         self._queue.put(None)
-        self._thread.join(timeout=deadline_s)
+        end = self.api.cutoff.end(deadline_s)
+        while self._thread.is_alive():
+            left = min(end, self.api.cutoff.at) - time.monotonic()
+            if left <= 0:
+                break
+            self._thread.join(timeout=min(left, 0.2))
         self._spool.close()
         return not self._thread.is_alive()
 
     def report(self, status: dict[str, Any], deadline_s: float) -> bool:
         """Send a status change, retrying until the deadline."""
         body = {"attempt": self.attempt, "learner": self.learner, **status}
-        end, backoff = time.monotonic() + deadline_s, 0.1
+        end, backoff = self.api.cutoff.end(deadline_s), 0.1
         while True:
             if self.api.post(self.base_path + "/status", body):
                 return True
-            if time.monotonic() + backoff > end:
+            if time.monotonic() + backoff > min(end, self.api.cutoff.at):
                 return False
             time.sleep(backoff)
             backoff = min(backoff * 2, 2.0)

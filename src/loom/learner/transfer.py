@@ -245,13 +245,13 @@ class Transfer:
                 lambda: self.api.put_file(self._learner % route, body, size), deadline_s
             )
 
-    @staticmethod
-    def _retry(call: Callable[[], tuple[int, str]], deadline_s: float) -> tuple[int, str]:
-        """The first answer that is not transient, or the last one at the deadline."""
-        end, backoff = time.monotonic() + deadline_s, 0.2
+    def _retry(self, call: Callable[[], tuple[int, str]], deadline_s: float) -> tuple[int, str]:
+        """The first answer that is not transient, or the last one at the deadline (or at the
+        learner's cutoff, once it is told to stop)."""
+        end, backoff = self.api.cutoff.end(deadline_s), 0.2
         while True:
             status, reason = call()
-            if not transient(status) or time.monotonic() + backoff > end:
+            if not transient(status) or time.monotonic() + backoff > min(end, self.api.cutoff.at):
                 return status, reason
             time.sleep(backoff)
             backoff = min(backoff * 2, 5.0)

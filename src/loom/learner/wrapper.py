@@ -36,6 +36,7 @@ LOAD_MODEL = "S301"
 LOAD_DATA = "S302"
 STORE_RESULTS = "S303"
 ENVIRONMENT_FAILED = "C103"
+AFTER_HALT_S = 5.0  # once halted, how long the wrapper goes on trying to tell the platform
 HOST_LOST = signal.SIGUSR2  # the engine's actor that held this learner is gone (`spawner`)
 
 LOCAL_STORE_TYPES = {"local", "mount_volume", "host_mount"}
@@ -235,8 +236,9 @@ class Learner:
         stores = self.spec.get("data_stores", [])
         local = any(s.get("data_dir") for s in stores if s["type"] == "local")
         fetched = [] if local else [self.dirs["DATA_DIR"]]
-        if self.transfer is not None:  # and the checkpoints it unpacked: the learner's to change
-            fetched.append(self.dirs["CHECKPOINT_DIR"])
+        # and the checkpoints the job starts with (unpacked from the platform, or a PBT
+        # parent's, copied in before its first attempt): the learner's to change
+        fetched.append(self.dirs["CHECKPOINT_DIR"])
         return fetched + [Path(s["download_dir"]) for s in stores if s.get("download_dir")]
 
     def _command(self) -> tuple[list[str], Callable[[], None] | None]:
@@ -402,8 +404,11 @@ class Learner:
 
     # -- halt -------------------------------------------------------------------------------
     def halt(self, grace: float) -> None:
-        """SIGTERM to the learner's process group, then SIGKILL after the grace period."""
+        """SIGTERM to the learner's process group, then SIGKILL after the grace period. The
+        wrapper itself then ends soon, even when the platform it reports to is gone or refuses
+        it: its retries stop `AFTER_HALT_S` past the grace (the spool keeps what was not sent)."""
         self.halting = True
+        self.api.cutoff.cut(grace + AFTER_HALT_S)
         if self._building is not None:
             self._building.set()
         if self.child is None or self.child.poll() is not None:

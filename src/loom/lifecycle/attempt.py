@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loom.domain.learner_env import MPI
+from loom.domain.learner_images import learner_image
 from loom.domain.manifest import Manifest
 from loom.domain.states import JobState
 from loom.launchers.base import LearnerLaunch
@@ -67,7 +68,11 @@ def gang_of(
             "framework": attempt.manifest.framework.name,
             "parameter_servers": int(options.get("parameter_servers", 0)),
             "placement": str(options.get("placement", "pack")),
+            "replicas": options.get("replicas"),  # a Kubeflow object's layout, if any
         }
+        image = learner_image(attempt.manifest.framework)
+        if image is not None:  # refused at submission unless the launcher runs images
+            spec["gang"]["image"] = image[0]
         spec["owner"] = attempt.owner
         spec["restart"] = {
             "policy": str(attempt.manifest.restart_policy),

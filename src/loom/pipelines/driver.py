@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import Conflict, InvalidInput, LoomError, NotFound, TooManyRequests
-from loom.domain.pipeline import MAX_ITEMS, PipelineSpec, Step
+from loom.domain.pipeline import MAX_ITEMS, OPAQUE, PipelineSpec, Step
 from loom.domain.pipeline_refs import UnresolvedReference, condition, render, walk
 from loom.domain.pipeline_states import (
     ACTIVE_RUN,
@@ -36,6 +36,7 @@ from loom.domain.pipeline_states import (
 from loom.lifecycle.ticker import RowDriver
 from loom.pipelines.records import RunRecords
 from loom.pipelines.steps import Finished, StepFailed, StepKinds
+from loom.pipelines.subruns import SubRuns
 from loom.store import jobs as job_rows
 from loom.store import pipelines as rows
 from loom.store.db import Database
@@ -76,6 +77,7 @@ class PipelineDriver(RowDriver):
         super().__init__("pipelines", db, interval_s, log)
         self.records = records
         self.kinds = kinds
+        self.subruns = SubRuns(db, records)
         self.before_pass: Callable[[], None] | None = None  # the schedules' firing
 
     def step(self) -> None:
@@ -117,6 +119,7 @@ class PipelineDriver(RowDriver):
 
     # -- running tasks -----------------------------------------------------------------------
     def _follow(self, view: View) -> None:
+        self._deadline(view)
         halted = view.run.state == RunState.HALTED
         for task in view.tasks:
             if task.state != StepState.RUNNING:
@@ -139,7 +142,23 @@ class PipelineDriver(RowDriver):
                 continue
             self._ended(view, step, task, finished)
 
+    def _deadline(self, view: View) -> None:
+        """A run past its `timeout_s` is halted (its steps' jobs too), then ends FAILED."""
+        limit = view.spec.timeout_s
+        if limit is None or view.run.state not in ACTIVE_RUN:
+            return
+        if time.time() - view.run.created_at <= limit:
+            return
+        with self.db.session() as session:
+            row = session.get_one(PipelineRun, view.run.id)
+            if row.state in ACTIVE_RUN:
+                row.state = RunState.HALTED.value
+                row.message = f"{TIMED_OUT} after {limit:g} s"
+            view.run.state, view.run.message = row.state, row.message
+
     def _finished(self, view: View, step: Step, task: PipelineTask) -> Finished | None:
+        if step.kind == "pipeline":
+            return self.subruns.follow(task.ref)
         if step.kind == "experiment":
             return self.kinds.follow_experiment(view.run.owner_id, task.ref)
         if step.kind == "deploy":
@@ -184,6 +203,10 @@ class PipelineDriver(RowDriver):
             message = "halted before the deployment served the version"
             self._update(task, state=StepState.HALTED, message=message, finished_at=time.time())
             return
+        if step.kind == "pipeline":
+            why = task.message if task.message.startswith(TIMED_OUT) else "its parent was halted"
+            self.subruns.halt(task.ref, why)
+            return
         with contextlib.suppress(Conflict, NotFound):
             if step.kind == "experiment":
                 found = self.kinds.experiments.find(view.run.owner_id, task.ref)
@@ -210,7 +233,7 @@ class PipelineDriver(RowDriver):
                 continue
             if not set(step.needs) <= ended:
                 continue
-            missing = [n for n in step.needs if view.state(n) not in DONE]
+            missing = [n for n in step.needs if not _satisfies(step, view.run.steps[n])]
             if missing:
                 said = ", ".join(f"{n} ({view.state(n).value.lower()})" for n in missing)
                 self._set_step(view.run, step.name, StepState.SKIPPED, f"it needs {said}")
@@ -221,7 +244,7 @@ class PipelineDriver(RowDriver):
                     step.when, self._resolver(view, None), "when"
                 ):
                     why = f"when: `{step.when}` is false"
-                    self._set_step(view.run, step.name, StepState.SKIPPED, why)
+                    self._set_step(view.run, step.name, StepState.SKIPPED, why, "when")
                     ended.add(step.name)
                     continue
             except UnresolvedReference as exc:
@@ -296,7 +319,7 @@ class PipelineDriver(RowDriver):
     def _begin(self, view: View, step: Step, task: PipelineTask) -> None:
         resolve = self._resolver(view, task)
         try:
-            fields = render(step.fields, resolve)
+            fields = _rendered(step, resolve)
             if step.kind == "select":
                 self._done(
                     task, self.kinds.select(view.run.owner_id, fields, self._models(view, fields))
@@ -334,6 +357,8 @@ class PipelineDriver(RowDriver):
         self._submit(view, step, task)
 
     def _ref(self, view: View, step: Step, task: PipelineTask) -> str:
+        if step.kind == "pipeline":
+            return rows.new_run_id()
         if step.kind != "experiment":
             return job_rows.new_job_id()
         suffix = f"-{task.index}" if step.for_each is not None else ""
@@ -344,7 +369,12 @@ class PipelineDriver(RowDriver):
         crash: at most once)."""
         resolve = self._resolver(view, task)
         try:
-            fields = render(step.fields, resolve)
+            fields = _rendered(step, resolve)
+            if step.kind == "pipeline":
+                self.subruns.start(view.run, step, task.ref, fields.get("parameters") or {})
+                self._update(task, submitted_at=time.time(), message="")
+                self.wake()  # the sub-run is driven from the next pass
+                return
             credentials = self.records.credentials(view.run).get(step.name, {})
             if step.kind == "experiment":
                 owner = self._owner(view)
@@ -445,6 +475,8 @@ class PipelineDriver(RowDriver):
             if run.state == RunState.HALTED:
                 if not running and run.finished_at is None:
                     run.finished_at = now
+                    if run.message.startswith(TIMED_OUT):  # its deadline, not a request
+                        run.state = RunState.FAILED.value
                 return
             ended = run_state(states)
             if ended is None or run.state not in ACTIVE_RUN:
@@ -453,6 +485,12 @@ class PipelineDriver(RowDriver):
             run.finished_at = now
             failed = [s.name for s in view.spec.steps if run.steps[s.name]["state"] == "FAILED"]
             run.message = f"failed steps: {', '.join(failed)}" if failed else ""
+            if ended == RunState.SUCCEEDED and view.spec.outputs:
+                try:
+                    run.outputs = render(view.spec.outputs, self._resolver(view, None))
+                except UnresolvedReference as exc:
+                    ended = RunState.FAILED
+                    run.state, run.message = ended.value, f"outputs: {exc.message}"
         log.info("pipeline run %s (%s) ended: %s", view.run.id, view.run.pipeline, ended.value)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -462,11 +500,17 @@ class PipelineDriver(RowDriver):
             if parts[0] == "parameters":
                 return walk(view.run.parameters, parts[1:], path)
             if parts[0] == "run":
+                if parts[1] == "state":
+                    return _ending(view)
                 return {"id": view.run.id, "name": view.run.pipeline}[parts[1]]
             if parts[0] == "item":
                 if task is None:
                     raise UnresolvedReference(f"`${{{{ {path} }}}}`: no item here")
                 return walk(task.item, parts[1:], path)
+            if parts[2] == "state":
+                return view.state(parts[1]).value
+            if parts[2] == "message":
+                return str(view.run.steps[parts[1]].get("message") or "")
             return walk(view.outputs(parts[1]), parts[3:], path)
 
         return resolve
@@ -483,13 +527,23 @@ class PipelineDriver(RowDriver):
                 setattr(row, key, value)
                 setattr(task, key, value)
 
-    def _set_step(self, run: PipelineRun, name: str, state: StepState, message: str) -> None:
+    def _set_step(
+        self, run: PipelineRun, name: str, state: StepState, message: str, cause: str = ""
+    ) -> None:
         with self.db.session() as session:
             row = session.get_one(PipelineRun, run.id)
-            _step_entry(row, name, state, message, time.time())
+            _step_entry(row, name, state, message, time.time(), cause)
             if row.state == RunState.PENDING:
                 row.state = RunState.RUNNING.value
             run.steps = row.steps
+
+
+def _ending(view: View) -> str:
+    """The state the run's steps (its exit handler aside) come to, or the run's own until
+    they have all ended."""
+    states = [view.state(s.name) for s in view.spec.steps if not s.exit_handler]
+    ended = run_state(states)
+    return ended.value if ended is not None else view.run.state
 
 
 def _fingerprint(view: View) -> tuple[Any, ...]:
@@ -498,8 +552,32 @@ def _fingerprint(view: View) -> tuple[Any, ...]:
     return view.run.state, steps, tasks
 
 
-def _step_entry(run: PipelineRun, name: str, state: StepState, message: str, now: float) -> None:
-    """Store a step's new state (a new mapping, so the JSON column sees the change)."""
+def _rendered(step: Step, resolve: Callable[[str], Any]) -> dict[str, Any]:
+    """The step's fields with their references resolved (a sub-pipeline's spec kept as it is:
+    its references are its own)."""
+    opaque = OPAQUE.get(step.kind)
+    return {
+        key: value if key == opaque else render(value, resolve)
+        for key, value in step.fields.items()
+    }
+
+
+def _satisfies(step: Step, need: dict[str, Any]) -> bool:
+    """Whether a need that has ended lets the step run, by the step's trigger: a skip counts
+    for `none_failed` only where a condition was false (not where a need failed)."""
+    state = StepState(need["state"])
+    if step.trigger == "all_done":
+        return True
+    if step.trigger == "none_failed" and state == StepState.SKIPPED:
+        return need.get("cause") == "when"
+    return state in DONE
+
+
+def _step_entry(
+    run: PipelineRun, name: str, state: StepState, message: str, now: float, cause: str = ""
+) -> None:
+    """Store a step's new state (a new mapping, so the JSON column sees the change); `cause`:
+    why a step was skipped (`when`: its condition was false)."""
     entry = dict(run.steps.get(name) or {})
     if state == StepState.RUNNING:
         entry["started_at"] = entry.get("started_at") or now
@@ -507,4 +585,8 @@ def _step_entry(run: PipelineRun, name: str, state: StepState, message: str, now
     elif state in ENDED_STEP:
         entry["finished_at"] = now
     entry["state"], entry["message"] = state.value, message
+    if cause:
+        entry["cause"] = cause
+    else:
+        entry.pop("cause", None)
     run.steps = {**run.steps, name: entry}

@@ -21,10 +21,15 @@ from loom.store.tables import PipelineRun
 
 def redact(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Credentials]]:
     """The document with every inline manifest's credentials (a job step's, an experiment
-    step's trial spec) replaced by `***`, and the credentials by step name."""
+    step's trial spec) replaced by `***`, and the credentials by step name (`outer/inner` for
+    a step of a sub-pipeline)."""
     redacted = copy.deepcopy(document)
+    return redacted, _redact_in(redacted, "")
+
+
+def _redact_in(document: dict[str, Any], prefix: str) -> dict[str, Credentials]:
     found: dict[str, Credentials] = {}
-    for step in redacted.get("steps") or []:
+    for step in document.get("steps") or []:
         if not isinstance(step, dict):
             continue
         credentials: Credentials = {}
@@ -32,9 +37,17 @@ def redact(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Credenti
             step["manifest"], credentials = split(step["manifest"])
         elif isinstance(step.get("experiment"), dict):
             step["experiment"], credentials = redact_experiment(step["experiment"])
+        elif step.get("kind") == "pipeline" and isinstance(step.get("pipeline"), dict):
+            found |= _redact_in(step["pipeline"], f"{prefix}{step.get('name')}/")
         if credentials:
-            found[str(step.get("name"))] = credentials
-    return redacted, found
+            found[f"{prefix}{step.get('name')}"] = credentials
+    return found
+
+
+def inner(credentials: dict[str, Credentials], step: str) -> dict[str, Credentials]:
+    """The credentials of a sub-pipeline step's own steps, by their names there."""
+    prefix = f"{step}/"
+    return {k[len(prefix) :]: v for k, v in credentials.items() if k.startswith(prefix)}
 
 
 class RunRecords:
@@ -73,9 +86,11 @@ class RunRecords:
         parameters: dict[str, Any],
         code_digest: str,
         schedule: str = "",
+        run_id: str | None = None,
+        parent_id: str | None = None,
     ) -> PipelineRun:
         """A run, not yet stored, every step WAITING."""
-        run_id = rows.new_run_id()
+        run_id = run_id or rows.new_run_id()
         return PipelineRun(
             id=run_id,
             owner_id=owner_id,
@@ -89,6 +104,7 @@ class RunRecords:
             steps={s.name: {"state": StepState.WAITING.value, "message": ""} for s in spec.steps},
             schedule=schedule,
             created_at=time.time(),
+            parent_id=parent_id,
         )
 
     def credentials_digest(self, run: PipelineRun, step: str) -> str:

@@ -12,17 +12,20 @@ import io
 import logging
 import time
 import zipfile
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loom.domain.cron import next_time, parse_cron
 from loom.domain.errors import Conflict, InvalidInput, NotFound
-from loom.domain.pipeline import STEP_NAME, PipelineSpec, parse_pipeline
+from loom.domain.pipeline import STEP_NAME, parse_pipeline
 from loom.pipelines.driver import PipelineDriver
 from loom.pipelines.records import RunRecords, redact
 from loom.storage.artifacts import ArtifactStore
 from loom.store import pipelines as rows
 from loom.store.db import Database
 from loom.store.tables import PipelineRun, PipelineSchedule, User
+
+if TYPE_CHECKING:
+    from loom.pipelines.service import Checked
 
 log = logging.getLogger("loom.pipelines")
 
@@ -49,17 +52,17 @@ class Schedules:
         owner: User,
         name: str,
         cron: str,
-        checked: tuple[dict[str, Any], PipelineSpec, dict[str, Any]],
+        checked: Checked,
         code: bytes | None,
         enabled: bool = True,
     ) -> PipelineSchedule:
-        """`checked`: the document, its spec and the parameters, as `Pipelines.check` gives."""
+        """`checked`: the pipeline as `Pipelines.check` gives it."""
         if not STEP_NAME.fullmatch(name):
             raise InvalidInput(
                 f"name: a letter, then letters, digits, - and _; got {name!r}", field="name"
             )
         parse_cron(cron)
-        document, spec, values = checked
+        document, spec, values = checked.document, checked.spec, checked.values
         redacted, credentials = redact(document)
         schedule_id = rows.new_schedule_id()
         now = time.time()

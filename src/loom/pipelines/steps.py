@@ -30,6 +30,7 @@ from loom.lifecycle.manager import LifecycleManager
 from loom.lifecycle.workspace import Workspace
 from loom.registry.models import ModelRegistry, metric_value
 from loom.sandbox.files import UnsafePath, open_regular, regular_files
+from loom.serving.canary import CanaryChange
 from loom.serving.deployments import Deployments
 from loom.serving.scaling import Scaling
 from loom.settings import Settings
@@ -103,45 +104,78 @@ class StepKinds:
             command = _env(fields) + shlex.join(
                 ["python", script, *map(str, fields.get("args") or [])]
             )
-        manifest = {
+        if fields.get("values") is not None:  # its typed inputs, as a JSON file in its code
+            values = f"{SCRIPT_DIR}/{step.name}.values.json"
+            text = json.dumps(fields["values"], default=str).encode()
+            code = _with_files(code, [(values, text)])
+            command = f"export STEP_VALUES={values}; {command}"
+        made: dict[str, Any] = {
             "name": f"{run.pipeline}-{step.name}",
             "framework": {"name": "python", "command": command},
             "cpus": fields.get("cpus", 1),
             "memory": fields.get("memory", "1Gb"),
             "gpus": fields.get("gpus", 0),
         }
-        return manifest, code
+        if fields.get("environment") is not None:  # checked with the manifest at submission
+            made["environment"] = fields["environment"]
+        if fields.get("model_name") is not None:  # what its model is registered as
+            made["model_name"] = str(fields["model_name"])
+        return made, code
 
     def _inputs(self, owner_id: str, inputs: Any) -> list[tuple[str, bytes]]:
-        """Each named earlier job's RESULT_DIR files, as `inputs/NAME/…` in the code: files
-        travel through the artifact store, not a shared disk. Only the owner's completed jobs."""
+        """Each named earlier job's RESULT_DIR files (or those under one `path` of it), as
+        `inputs/NAME/…` in the code: files travel through the artifact store, not a shared
+        disk. A list of them is `inputs/NAME/0/…`, `inputs/NAME/1/…`. Only the owner's
+        completed jobs."""
         if not isinstance(inputs, dict):
             raise StepFailed("inputs: a mapping of names to job ids (`steps.NAME.outputs.job_id`)")
         found: list[tuple[str, bytes]] = []
-        total = 0
-        for name, job_id in inputs.items():
+        budget = [MAX_INPUTS]
+        for name, given in inputs.items():
             if not STEP_NAME.fullmatch(str(name)):
                 raise StepFailed(f"inputs.{name}: a name is letters, digits, - and _")
-            with self.lifecycle.db.session() as session:
-                job = job_rows.get_job(session, str(job_id))
-            if job is None or job.owner_id != owner_id:
-                raise StepFailed(f"inputs.{name}: you have no job {job_id!r}")
-            if job.state != JobState.COMPLETED.value:
-                raise StepFailed(f"inputs.{name}: job {job_id} is {job.state}, not COMPLETED")
-            root = Workspace(self.settings.jobs_dir, job.id).results
-            for relative in regular_files(root):
-                try:
-                    with open_regular(root, relative) as handle:
-                        content = handle.read(MAX_INPUTS - total + 1)
-                except UnsafePath:
-                    continue
-                total += len(content)
-                if total > MAX_INPUTS:
-                    raise StepFailed(
-                        f"inputs: more than {MAX_INPUTS // 2**20} MiB of earlier results; pass "
-                        "large data through a data store"
-                    )
-                found.append((f"inputs/{name}/{relative}", content))
+            if isinstance(given, list):
+                for index, each in enumerate(_flat(given)):
+                    where = f"inputs/{name}/{index}"
+                    found += self._input(owner_id, f"inputs.{name}[{index}]", each, where, budget)
+            else:
+                found += self._input(owner_id, f"inputs.{name}", given, f"inputs/{name}", budget)
+        return found
+
+    def _input(
+        self, owner_id: str, field: str, given: Any, target: str, budget: list[int]
+    ) -> list[tuple[str, bytes]]:
+        """One input's files: a job id (its results), or `{job_id, path}` (a file or a folder
+        of its results), put under `target`."""
+        if isinstance(given, dict) and given.get("job_id", "") is None:
+            return []  # an artifact known only by its URI: no files to bring
+        job_id, path = _input_source(field, given)
+        with self.lifecycle.db.session() as session:
+            job = job_rows.get_job(session, job_id)
+        if job is None or job.owner_id != owner_id:
+            raise StepFailed(f"{field}: you have no job {job_id!r}")
+        if job.state != JobState.COMPLETED.value:
+            raise StepFailed(f"{field}: job {job_id} is {job.state}, not COMPLETED")
+        root = Workspace(self.settings.jobs_dir, job.id).results
+        found: list[tuple[str, bytes]] = []
+        for relative in regular_files(root):
+            if path and relative != path and not relative.startswith(path + "/"):
+                continue
+            try:
+                with open_regular(root, relative) as handle:
+                    content = handle.read(budget[0] + 1)
+            except UnsafePath:
+                continue
+            budget[0] -= len(content)
+            if budget[0] < 0:
+                raise StepFailed(
+                    f"inputs: more than {MAX_INPUTS // 2**20} MiB of earlier results; pass "
+                    "large data through a data store"
+                )
+            inner = relative[len(path) :].lstrip("/") if path else relative
+            found.append((f"{target}/{inner}" if inner else target, content))
+        if path and not found:
+            raise StepFailed(f"{field}: job {job_id} left nothing at {path}")
         return found
 
     def submit(
@@ -301,7 +335,8 @@ class StepKinds:
         return None
 
     def deploy(self, owner_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-        """The deployment created, or moved to the version if it exists."""
+        """The deployment created, or moved to the version if it exists (with a
+        `canary_percent` under 100, the version is its canary, served that share of requests)."""
         name, ref = str(fields["deployment"]), str(fields["model"])
         model, _, version = ref.partition("@")
         version = version or "latest"
@@ -309,6 +344,8 @@ class StepKinds:
         scaling: dict[str, Any] = {
             key: int(fields[key]) for key in ("min_replicas", "max_replicas") if key in fields
         }
+        scaling.update(fields.get("scaling") or {})
+        percent = fields.get("canary_percent")
         try:
             try:
                 current = self.deployments.get(owner_id, name)
@@ -322,7 +359,15 @@ class StepKinds:
                         f"deployment {name} serves model {current['model']}, not {model}; "
                         "delete it or deploy under another name"
                     )
-                view = self.deployments.update(owner_id, name, scaling, version, public=public)
+                canary = None
+                if percent is not None and float(percent) < 100:
+                    served = self.registry.version(owner_id, model, version).version
+                    if served != int(current["model_version"]):
+                        canary = CanaryChange(str(served), float(percent), False, False)
+                view = self.deployments.update(
+                    owner_id, name, scaling, None if canary else version, public=public,
+                    canary=canary,
+                )  # fmt: skip
         except (InvalidInput, NotFound) as exc:
             raise StepFailed(exc.message) from None
         return {
@@ -377,6 +422,24 @@ def _values(results: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
+
+
+def _flat(items: list[Any]) -> list[Any]:
+    """A list of inputs with the lists in it laid out in order (a fan-out's lists of files)."""
+    return [each for item in items for each in (_flat(item) if isinstance(item, list) else [item])]
+
+
+def _input_source(field: str, given: Any) -> tuple[str, str]:
+    """An input's job and path within its results ('' for all of them)."""
+    if isinstance(given, dict):
+        job_id, path = given.get("job_id"), str(given.get("path") or "").strip("/")
+        if ".." in path.split("/"):
+            raise StepFailed(f"{field}.path: {path!r} leaves the job's results")
+    else:
+        job_id, path = given, ""
+    if not isinstance(job_id, str) or not job_id:
+        raise StepFailed(f"{field}: a job id, or {{job_id, path}}; got {given!r}")
+    return job_id, path
 
 
 def _command(step: Step, fields: dict[str, Any]) -> str:

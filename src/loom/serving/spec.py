@@ -59,6 +59,15 @@ class DeploymentSpec:
     sandbox: dict[str, Any] | None = None  # how replicas are confined; None: they are not
     ray_address: str = ""  # replicas on this Ray cluster's nodes; "": processes here
     ray_namespace: str = "loom"
+    # serving code: the runtime asked for, the built-in explainer, the transformer's folder,
+    # and the environment (a builder's section) of each folder replicas serve that needs one
+    runtime: str = ""
+    explainer: str = ""
+    transformer_dir: str = ""
+    environments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # an inference graph (`graphs.Graph.json`) and its steps' deployments' folders, by name
+    graph: dict[str, Any] | None = None
+    graph_members: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def read(cls, folder: Path) -> DeploymentSpec:

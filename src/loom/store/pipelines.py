@@ -28,7 +28,9 @@ def get(session: Session, run_id: str) -> PipelineRun | None:
 
 
 def listing(session: Session, owner_id: str | None, pipeline: str | None) -> list[PipelineRun]:
+    """Runs of their own, newest first: a sub-pipeline's runs are shown with their parent's."""
     query = select(PipelineRun).order_by(PipelineRun.created_at.desc(), PipelineRun.id)
+    query = query.where(PipelineRun.parent_id.is_(None))
     if owner_id is not None:
         query = query.where(PipelineRun.owner_id == owner_id)
     if pipeline is not None:
@@ -41,6 +43,12 @@ def to_drive(session: Session) -> list[str]:
     running = exists().where(PipelineTask.run_id == PipelineRun.id, PipelineTask.state == "RUNNING")
     query = select(PipelineRun.id).where(or_(PipelineRun.state.in_(ACTIVE), running))
     return list(session.scalars(query.order_by(PipelineRun.created_at)))
+
+
+def children(session: Session, run_id: str) -> list[PipelineRun]:
+    """The runs a run's `pipeline` steps started."""
+    query = select(PipelineRun).where(PipelineRun.parent_id == run_id)
+    return list(session.scalars(query.order_by(PipelineRun.created_at, PipelineRun.id)))
 
 
 def tasks_of(session: Session, run_id: str) -> list[PipelineTask]:

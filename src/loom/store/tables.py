@@ -346,6 +346,9 @@ class PipelineRun(Base):
     schedule: Mapped[str] = mapped_column(String(100), default="")  # the one that started it
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+    # a sub-pipeline's run: the run whose `pipeline` step started it (None: a run of its own)
+    parent_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    outputs: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the spec's `outputs`, at its end
 
 
 class PipelineSchedule(Base):
@@ -427,6 +430,14 @@ class Deployment(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     # serving security: a public deployment answers without a token
     public: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # serving code: the runtime asked for (None: chosen from the files), packages added to the
+    # replicas' environment, the built-in explainer, a transformer's code ({digest, files}),
+    # and for an inference graph its nodes (then it serves no model of its own)
+    runtime: Mapped[str | None] = mapped_column(String(30))
+    pip: Mapped[list[str] | None] = mapped_column(JSON)
+    explainer: Mapped[str | None] = mapped_column(String(30))
+    transformer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    graph: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class DeploymentKey(Base):
@@ -597,3 +608,47 @@ class LoggedModel(Base):
     tags: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     created_at: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[int] = mapped_column(BigInteger)
+
+
+class DialectObject(Base):
+    """What a foreign API keeps that has no Loom table of its own (KFP's pipelines, their
+    versions and experiments, a run's KFP fields; Argo's WorkflowTemplates), as that API's
+    JSON, owned like everything else."""
+
+    __tablename__ = "dialect_objects"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    dialect: Mapped[str] = mapped_column(String(20))  # kfp, argo
+    kind: Mapped[str] = mapped_column(String(40))  # pipeline, pipeline_version, experiment, …
+    name: Mapped[str] = mapped_column(String(255))
+    parent_id: Mapped[str | None] = mapped_column(String(64), index=True)  # a version's pipeline
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_dialect_objects_kind", "owner_id", "dialect", "kind", "name"),)
+
+
+class KubeObject(Base):
+    """A Kubernetes-style object applied with `loom apply` (a TFJob, an Experiment, an
+    InferenceService, a ConfigMap…): the document as applied (secrets redacted, sealed apart),
+    what it became in Loom (`refs`: a job, an experiment, a deployment…), and what of it was
+    ignored or approximated (`notes`). One per owner, API group, kind and name, as in a
+    namespace of a cluster."""
+
+    __tablename__ = "kube_objects"
+    __table_args__ = (UniqueConstraint("owner_id", "api_group", "kind", "name"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    api_group: Mapped[str] = mapped_column(String(100))  # "" for Kubernetes' core group
+    api_version: Mapped[str] = mapped_column(String(120))
+    kind: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(253))
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sealed: Mapped[str | None] = mapped_column(Text)  # a Secret's data, sealed
+    refs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    notes: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list)
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

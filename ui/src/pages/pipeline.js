@@ -1,6 +1,7 @@
 // #/pipelines/<run id>: a pipeline run: its state, its DAG drawn, each step in a table (state,
-// times, cache hits, the jobs, experiments and deployments it made), and halt/retry/delete.
-// Live: read again every 2 s while the run is under way.
+// times, cache hits, the jobs, experiments, deployments and sub-runs it made, what it output:
+// values and artifacts), and halt/retry/delete. A sub-pipeline's run (a KFP DAG, an Argo DAG
+// template) has a page of its own, linked both ways. Live: read again every 2 s while it runs.
 import { useState } from "preact/hooks";
 import { ApiError, api, path } from "../api.js";
 import { Badge, ConfirmDialog, ErrorNote, Loading, TableBox } from "../components.js";
@@ -72,9 +73,10 @@ const itemText = (task) => {
   return `#${task.index} (${text.length > 24 ? `${text.slice(0, 23)}…` : text})`;
 };
 
-/** What a task made, as a link: a job, an experiment, a deployment or a model version. */
+/** What a task made, as a link: a job, an experiment, a deployment, a sub-run or a model version. */
 function Made({ step, task }) {
   const ref = task.job_id;
+  if (step.kind === "pipeline" && task.run_id) return html`<a href=${href("pipelines", task.run_id)}>run ${task.run_id}</a>`;
   if (step.kind === "experiment" && ref) return html`<a href=${href("experiments", ref)}>experiment ${ref}</a>`;
   if (step.kind === "deploy" && ref) return html`<a href=${href("deployments", ref)}>deployment ${ref}</a>`;
   if (step.kind === "select") {
@@ -90,12 +92,64 @@ function Made({ step, task }) {
 function Links({ step }) {
   const tasks = step.tasks || [];
   const shown = tasks.map((task) => ({ task, link: html`<${Made} step=${step} task=${task} />` }))
-    .filter(({ task }) => task.job_id || task.outputs?.model);
+    .filter(({ task }) => task.job_id || task.run_id || task.outputs?.model);
   if (shown.length === 0) return "—";
   if (!step.fan_out && shown.length === 1) return shown[0].link;
   return html`<ul class="plain">
     ${shown.map(({ task, link }) => html`<li key=${task.index}><span class="name">${itemText(task)}</span> ${link}
       ${task.state !== step.state && html` <${Badge} state=${task.state} />`}</li>`)}
+  </ul>`;
+}
+
+/** A short text of a value: JSON, cut at 60 characters. */
+const short = (value) => {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text.length > 60 ? `${text.slice(0, 59)}…` : text;
+};
+
+/** An artifact a task output: its name, type, URI (or path in its job's results) and metadata. */
+function Artifact({ name, artifact }) {
+  const metadata = Object.keys(artifact.metadata || {}).length ? ` ${short(artifact.metadata)}` : "";
+  return html`<li><span class="name">${name}</span> ${artifact.type && html`<span class="muted">${artifact.type}</span>`}
+    <code>${artifact.uri || artifact.path}</code>${metadata}
+    ${artifact.job_id && html` (<a href=${href("jobs", artifact.job_id)}>its job's results</a>)`}</li>`;
+}
+
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** A step's values and artifacts: a KFP task's `{parameters, artifacts}`, an Argo task's
+ * `{result, parameters, exit_code}`, a Loom step's own `outputs.json`, or a sub-run's outputs. */
+function made(step, task) {
+  const outputs = task.outputs || {};
+  const given = step.kind === "pipeline" ? outputs : outputs.values || {};
+  const values = [];
+  const artifacts = [];
+  for (const [key, value] of Object.entries(given)) {
+    if (key === "run_id") continue;
+    if (key === "artifacts" && isObject(value)) {
+      for (const [name, listed] of Object.entries(value)) {
+        for (const artifact of Array.isArray(listed) ? listed : [listed]) artifacts.push([name, artifact]);
+      }
+    } else if (key === "parameters" && isObject(value)) {
+      values.push(...Object.entries(value));
+    } else if (isObject(value) && (value.uri || value.job_id)) {
+      artifacts.push([key, value]);
+    } else if (value !== null && value !== "") {
+      values.push([key, value]);
+    }
+  }
+  return { values, artifacts };
+}
+
+/** What a step output, when it ran once and succeeded (a fan-out's items: their jobs' pages). */
+function Outputs({ step }) {
+  const tasks = step.tasks || [];
+  const done = tasks.length === 1 && ["SUCCEEDED", "CACHED"].includes(tasks[0].state);
+  const { values, artifacts } = done ? made(step, tasks[0]) : { values: [], artifacts: [] };
+  if (values.length === 0 && artifacts.length === 0) return "—";
+  return html`<ul class="plain">
+    ${values.map(([k, v]) => html`<li key=${`v-${k}`}><span class="name">${k}</span> = <code>${short(v)}</code></li>`)}
+    ${artifacts.map(([name, artifact]) => html`<${Artifact} key=${`a-${name}`} name=${name} artifact=${artifact} />`)}
   </ul>`;
 }
 
@@ -108,6 +162,7 @@ function Steps({ steps, now }) {
         <thead><tr>
           <th scope="col">Step</th><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Started</th>
           <th scope="col">Duration</th><th scope="col">Cached</th><th scope="col">Jobs and results</th>
+          <th scope="col">Outputs</th>
         </tr></thead>
         <tbody>
           ${steps.map((step) => {
@@ -117,6 +172,8 @@ function Steps({ steps, now }) {
               <th scope="row">${step.name}</th>
               <td>${step.kind}${step.fan_out && html`<div class="reason">for each item</div>`}
                 ${step.exit_handler && html`<div class="reason">exit handler: runs last</div>`}
+                ${step.trigger === "all_done" && html`<div class="reason">runs however its needs ended</div>`}
+                ${step.trigger === "none_failed" && html`<div class="reason">runs unless a need failed</div>`}
                 ${after && html`<div class="reason">${after}</div>`}</td>
               <td><${Badge} state=${step.state || "WAITING"} />
                 ${items && html`<div class="reason">${items.done} of ${items.total} items done${items.running ? `, ${items.running} running` : ""}</div>`}
@@ -125,6 +182,7 @@ function Steps({ steps, now }) {
               <td>${stepDuration(step, now) || "—"}</td>
               <td>${step.cached ? "cached" : "no"}</td>
               <td><${Links} step=${step} /></td>
+              <td><${Outputs} step=${step} /></td>
             </tr>`;
           })}
         </tbody>
@@ -145,12 +203,15 @@ function Summary({ run, now }) {
     <div><dt>Steps done</dt><dd>${stepsText(run)}</dd></div>
     <div><dt>Cached</dt><dd>${count(run.cached || 0)}</dd></div>
     ${run.schedule && html`<div><dt>Schedule</dt><dd>${run.schedule}</dd></div>`}
+    ${run.parent_id && html`<div><dt>Part of</dt><dd><a href=${href("pipelines", run.parent_id)}>run ${run.parent_id}</a></dd></div>`}
     ${parameters && html`<div class="wide"><dt>Parameters</dt><dd><pre class="params">${parameters}</pre></dd></div>`}
+    ${run.outputs && Object.keys(run.outputs).length > 0 &&
+    html`<div class="wide"><dt>Outputs</dt><dd><pre class="params">${json(run.outputs)}</pre></dd></div>`}
   </dl>`;
 }
 
 export function PipelinePage({ id }) {
-  const { data: run, error, reload } = useResource((signal) => api(`/v1/pipelines/runs/${path(id)}`, { signal }), [id]);
+  const { data: run, error, reload } = useResource((signal) => api(`/v1/pipelines/runs/${path(id)}?spec=false`, { signal }), [id]);
   useTitle(run ? `${run.name} · ${run.id}` : `Pipeline run ${id}`);
   const active = Boolean(run && RUN_ACTIVE.has(run.state));
   const now = useNow(1000, active);

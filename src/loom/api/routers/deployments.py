@@ -14,6 +14,7 @@ from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
+from loom.serving.code import Code
 from loom.serving.scaling import Scaling
 from loom.serving.tryout import metadata, stats, try_request
 
@@ -54,6 +55,26 @@ class DeploymentIn(ScalingIn):
         default=None, description="the V2 gRPC endpoint's port; default: a free one"
     )
     public: bool = Field(default=False, description="answer without a token")
+    runtime: Annotated[str, Field(max_length=30)] | None = Field(
+        default=None,
+        description="serve the version with this runtime (kserve, onnx, torchscript, pyfunc, "
+        "tensorflow, keras, sklearn, torch, lightgbm, xgboost, huggingface); default: the "
+        "first that fits its files",
+    )
+    pip: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=200)] = Field(
+        default_factory=list, description="packages added to the replicas' environment"
+    )
+    explainer: Annotated[str, Field(max_length=30)] | None = Field(
+        default=None, description="the built-in explainer for `:explain` (captum)"
+    )
+    transformer: Annotated[str, Field(max_length=24 * 2**20)] | None = Field(
+        default=None,
+        description="a transformer in front of the model: a zip of a folder holding "
+        "transformer.py (a kserve.Model with preprocess and postprocess), in base64",
+    )
+
+    def code(self) -> Code:
+        return Code(self.runtime, list(self.pip), self.explainer, self.transformer)
 
 
 class DeploymentPatch(ScalingIn):
@@ -99,8 +120,10 @@ def create(body: DeploymentIn, loom: PlatformDep, user: UserDep, audit: AuditDep
         body.port,
         public=body.public,
         grpc_port=body.grpc_port,
+        code=body.code(),
     )
-    audit("deployment.create", body.name, model=body.model, version=str(body.version))
+    extra = {"runtime": body.runtime, "transformer": bool(body.transformer)}
+    audit("deployment.create", body.name, model=body.model, version=str(body.version), **extra)
     return shown(view)
 
 

@@ -16,10 +16,11 @@ from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
 
 from loom.api.accounts import listing_owner, owner_names
-from loom.api.audit import AuditDep
+from loom.api.audit import Audit, AuditDep
 from loom.api.auth import PlatformDep, UserDep, owned_job
 from loom.api.openapi import ZIP
 from loom.api.paging import decode_cursor, encode_cursor
+from loom.api.platform import Platform
 from loom.api.schemas import (
     PRINTABLE,
     USER_NAME,
@@ -32,7 +33,8 @@ from loom.api.schemas import (
 from loom.api.uploads import multipart_body, spec_and_code
 from loom.domain.accounts import check_priority
 from loom.domain.errors import ArchiveError, InvalidInput
-from loom.domain.manifest import load_manifest
+from loom.domain.learner_images import ignored_fields
+from loom.domain.manifest import Manifest, load_manifest
 from loom.domain.runs import RunRecord
 from loom.domain.states import JobState
 from loom.lifecycle.admission import max_priority
@@ -41,7 +43,7 @@ from loom.storage.archive import check_zip, zip_tree
 from loom.store import jobs as job_rows
 from loom.store import run_info
 from loom.store import runs as run_rows
-from loom.store.tables import Model, ModelVersion, User
+from loom.store.tables import Job, Model, ModelVersion, User
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -54,6 +56,17 @@ async def submit(
     request: Request, loom: PlatformDep, user: UserDep, audit: AuditDep
 ) -> JSONResponse:
     """Multipart: `manifest` (YAML) and `model_definition` (a zip of the code)."""
+    job, manifest = await accept_job(request, loom, user, audit)
+    location = f"/v1/jobs/{job.id}"
+    answer = {"id": job.id, "location": location, "warnings": ignored_fields(manifest)}
+    return JSONResponse(answer, 201, {"Location": location})
+
+
+async def accept_job(
+    request: Request, loom: Platform, user: User, audit: Audit
+) -> tuple[Job, Manifest]:
+    """A multipart submission checked and queued: the one way in for every API that submits
+    a job (Loom's own, and the dialects'), so that none checks less."""
     manifest_text, code = await spec_and_code(request, loom.settings, "manifest")
     # Parsing is CPU work: off the event loop, which serves every other request meanwhile.
     manifest, original = await anyio.to_thread.run_sync(load_manifest, manifest_text)
@@ -65,8 +78,7 @@ async def submit(
     await anyio.to_thread.run_sync(lambda: check_zip(code, max_unpacked=max_unpacked))
     job = await anyio.to_thread.run_sync(loom.lifecycle.submit, user, manifest, original, code)
     await anyio.to_thread.run_sync(lambda: audit.job("job.submit", job, priority=job.priority))
-    location = f"/v1/jobs/{job.id}"
-    return JSONResponse({"id": job.id, "location": location}, 201, {"Location": location})
+    return job, manifest
 
 
 def _states(state: list[str] | None) -> list[str]:

@@ -41,12 +41,15 @@ def _duration(started: float | None, ended: float | None) -> float | None:
     return round((ended or 0) - started, 3) if ended is not None else None
 
 
-def task_json(task: PipelineTask) -> dict[str, Any]:
+def task_json(task: PipelineTask, kind: str = "job") -> dict[str, Any]:
+    """A task; a `pipeline` step's names its sub-run (`run_id`) where others name a job."""
+    runs = kind == "pipeline"
     return {
         "index": task.index,
         "item": task.item,
         "state": task.state,
-        "job_id": task.ref or None,
+        "job_id": None if runs else task.ref or None,
+        "run_id": task.ref or None if runs else None,
         "attempt": task.attempt,
         "cached": task.state == "CACHED",
         "message": task.message,
@@ -76,6 +79,8 @@ def run_json(run: PipelineRun, tasks: list[PipelineTask]) -> dict[str, Any]:
         "steps_by_state": counts,
         "schedule": run.schedule or None,
         "cached": sum(t.state == "CACHED" for t in tasks),
+        "parent_id": run.parent_id,
+        "outputs": run.outputs,
     }
 
 
@@ -97,11 +102,12 @@ def steps_json(
                 "message": entry.get("message", ""),
                 "cached": bool(own) and all(t.state == "CACHED" for t in own),
                 "exit_handler": step.exit_handler,
+                "trigger": step.trigger,
                 "fan_out": step.for_each is not None,
                 "started_at": iso(entry.get("started_at")),
                 "finished_at": iso(entry.get("finished_at")),
                 "duration_s": _duration(entry.get("started_at"), entry.get("finished_at")),
-                "tasks": [task_json(t) for t in own],
+                "tasks": [task_json(t, step.kind) for t in own],
             }
         )
     return out
@@ -134,12 +140,13 @@ async def start(
     (a JSON object, optional)."""
     text, code, more = await spec_code_and(request, loom.settings, "pipeline", ("parameters",))
     parameters = _object(more["parameters"], "parameters")
-    await anyio.to_thread.run_sync(loom.pipelines.check, text, parameters)
+    checked = await anyio.to_thread.run_sync(loom.pipelines.check, text, parameters, user.id)
     await _check_code(loom, code)
-    run = await anyio.to_thread.run_sync(loom.pipelines.start, user, text, code, parameters)
+    run = await anyio.to_thread.run_sync(loom.pipelines.start_checked, user, checked, code)
     audit("pipeline.run", run.id, name=run.pipeline)
     location = f"/v1/pipelines/runs/{run.id}"
-    body = {"id": run.id, "name": run.pipeline, "location": location, "warnings": []}
+    warnings = list(checked.warnings)
+    body = {"id": run.id, "name": run.pipeline, "location": location, "warnings": warnings}
     return JSONResponse(body, 201, {"Location": location})
 
 
@@ -167,17 +174,23 @@ def list_runs(
 
 
 @router.get("/runs/{run_id}")
-def show(run_id: str, loom: PlatformDep, user: UserDep) -> dict[str, Any]:
-    """A run with its steps (in the spec's order, each with its depth in the DAG) and tasks."""
+def show(
+    run_id: str,
+    loom: PlatformDep,
+    user: UserDep,
+    with_spec: Annotated[
+        bool, Query(alias="spec", description="false: without the spec (what a poll needs)")
+    ] = True,
+) -> dict[str, Any]:
+    """A run with its steps (in the spec's order, each with its depth in the DAG) and tasks,
+    and the spec as stored (a KFP pipeline's is tens of KiB: a poll leaves it out)."""
     run = loom.pipelines.find(user.id, run_id)
     tasks = loom.pipelines.tasks(run.id)
     spec = loom.pipelines.spec_of(run)
-    return {
-        **run_json(run, tasks),
-        "owner": user.name,
-        "spec": run.spec,
-        "steps": steps_json(run, spec, tasks),
-    }
+    found = {**run_json(run, tasks), "owner": user.name, "steps": steps_json(run, spec, tasks)}
+    if with_spec:
+        found["spec"] = run.spec
+    return found
 
 
 @router.patch("/runs/{run_id}", status_code=202)
@@ -255,7 +268,7 @@ async def schedule(
             f"schedule.{where}: {exc.errors()[0]['msg']}", field=f"schedule.{where}"
         ) from None
     checked = await anyio.to_thread.run_sync(
-        loom.pipelines.check, text, _object(more["parameters"], "parameters")
+        loom.pipelines.check, text, _object(more["parameters"], "parameters"), user.id
     )
     await _check_code(loom, code)
     made = await anyio.to_thread.run_sync(
@@ -271,6 +284,7 @@ async def schedule(
         "cron": made.cron,
         "next_run_at": iso(made.next_at),
         "location": location,
+        "warnings": list(checked.warnings),
     }
     return JSONResponse(body, 201, {"Location": location})
 

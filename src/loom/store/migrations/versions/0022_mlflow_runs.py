@@ -1,8 +1,8 @@
 """runs as records: projects (MLflow's experiments), runs (every job is one), their metrics,
 artifact files and logged models; run info keyed by run; MLflow's registry fields
 
-Revision ID: 0018_mlflow_runs
-Revises: 0016_serving_gpus
+Revision ID: 0022_mlflow_runs
+Revises: 0021_custom_serving
 Create Date: 2026-11-26 14:00:00.000000
 """
 
@@ -12,8 +12,8 @@ import time
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018_mlflow_runs"
-down_revision = "0016_serving_gpus"
+revision = "0022_mlflow_runs"
+down_revision = "0021_custom_serving"
 branch_labels = None
 depends_on = None
 

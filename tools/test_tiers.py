@@ -1,0 +1,164 @@
+"""Run Loom's checks and tests in tiers, then say what ran, how long each tier took, and the
+slowest tests.
+
+    python tools/test_tiers.py check   # lint, types, import contracts, unit tests (no servers)
+    python tools/test_tiers.py test    # all of the above, then every integration test on SQLite,
+                                       # the browser tests, and the database's tests on PostgreSQL
+
+`make check` and `make test` call it. Every tier runs even when an earlier one failed (a red
+lint should not hide a red test); the exit status is the first failure's. Each pytest tier writes
+a JUnit report under `.test-reports/`, which the summary reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ROOT / ".test-reports"
+BIN = Path(sys.executable).parent
+CHECKED = ["src", "tests", "bench", "examples", "tools"]
+SLOWEST = 15
+
+
+def _workers() -> str:
+    """pytest-xdist workers: LOOM_TEST_WORKERS, else one per core with at least two (much of an
+    integration test's time is spent waiting on processes it started)."""
+    return os.environ.get("LOOM_TEST_WORKERS") or str(max(2, os.cpu_count() or 1))
+
+
+@dataclass
+class Tier:
+    name: str
+    commands: list[list[str]]
+    env: dict[str, str] = field(default_factory=dict)
+    report: Path | None = None  # a pytest tier's JUnit file
+    cwd: Path = ROOT
+
+
+def pytest_tier(name: str, args: list[str], *, parallel: bool, **env: str) -> Tier:
+    report = REPORTS / f"{name}.xml"
+    command = [str(BIN / "pytest"), "-p", "no:cacheprovider", f"--junitxml={report}", "-q"]
+    if parallel:
+        command += [
+            "-n",
+            _workers(),
+            "--dist",
+            "loadscope",
+        ]  # a module on one worker: its shared platform starts once
+    return Tier(name, [command + args], env, report)
+
+
+def tiers(which: str) -> list[Tier]:
+    static = Tier(
+        "lint+types",
+        [
+            [str(BIN / "ruff"), "check", *CHECKED],
+            [str(BIN / "ruff"), "format", "--check", *CHECKED],
+            [str(BIN / "lint-imports")],
+            [str(BIN / "mypy")],
+        ],
+    )
+    unit = pytest_tier("unit", ["-m", "not integration"], parallel=True)
+    if which == "check":
+        return [static, unit]
+    return [
+        static,
+        unit,
+        Tier("ui-unit", [["npm", "test", "--silent"]], cwd=ROOT / "ui"),
+        pytest_tier("sqlite", ["-m", "integration and not browser"], parallel=True),
+        pytest_tier("browser", ["-m", "browser"], parallel=False),
+        # What depends on the database, again on a throw-away PostgreSQL server.
+        pytest_tier("postgres", ["-m", "db"], parallel=True, LOOM_TEST_DB="postgres"),
+    ]
+
+
+@dataclass
+class Outcome:
+    tier: Tier
+    seconds: float
+    status: int
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def run(tier: Tier) -> Outcome:
+    print(f"\n=== {tier.name} ===", flush=True)
+    began = time.monotonic()
+    status = 0
+    for command in tier.commands:
+        env = {**os.environ, **tier.env}
+        result = subprocess.run(command, cwd=tier.cwd, env=env, check=False)
+        status = status or result.returncode
+    return Outcome(tier, time.monotonic() - began, status, _counts(tier.report))
+
+
+def _cases(report: Path | None) -> list[ElementTree.Element]:
+    if report is None or not report.exists():
+        return []
+    return list(ElementTree.parse(report).getroot().iter("testcase"))
+
+
+def _counts(report: Path | None) -> dict[str, int]:
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for case in _cases(report):
+        if case.find("skipped") is not None:
+            counts["skipped"] += 1
+        elif case.find("failure") is not None or case.find("error") is not None:
+            counts["failed"] += 1
+        else:
+            counts["passed"] += 1
+    return counts
+
+
+def summary(outcomes: list[Outcome], total_s: float) -> str:
+    lines = ["", "=== summary ===", f"{'tier':<12} {'result':<7} {'time':>8}  tests"]
+    for o in outcomes:
+        counts = ", ".join(f"{n} {k}" for k, n in o.counts.items() if n) if o.counts else ""
+        result = "ok" if o.status == 0 else "FAILED"
+        lines.append(f"{o.tier.name:<12} {result:<7} {_clock(o.seconds):>8}  {counts}")
+    ran = sum(sum(o.counts.values()) for o in outcomes)
+    lines.append(f"{'total':<12} {'':<7} {_clock(total_s):>8}  {ran} tests")
+    slow = sorted(
+        (
+            (
+                float(case.get("time", 0)),
+                o.tier.name,
+                f"{case.get('classname')}::{case.get('name')}",
+            )
+            for o in outcomes
+            for case in _cases(o.tier.report)
+        ),
+        reverse=True,
+    )[:SLOWEST]
+    if slow:
+        lines += ["", f"slowest {len(slow)} (setup, call and teardown):"]
+        lines += [f"{s:8.1f}s  {tier:<9} {name}" for s, tier, name in slow]
+    return "\n".join(lines)
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("which", choices=["check", "test"])
+    parser.add_argument("--only", nargs="*", help="run only these tiers (by name)")
+    args = parser.parse_args()
+    REPORTS.mkdir(exist_ok=True)
+    began = time.monotonic()
+    chosen = [t for t in tiers(args.which) if not args.only or t.name in args.only]
+    outcomes = [run(tier) for tier in chosen]
+    print(summary(outcomes, time.monotonic() - began), flush=True)
+    return next((o.status for o in outcomes if o.status), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
