@@ -52,10 +52,23 @@ def test_a_fresh_database_is_created_at_the_newest_revision(tmp_path: Path, db: 
         migrate(fresh.engine)
         assert differences(fresh) == []
         assert revision(fresh) == revision(db) is not None
+        assert seeded(fresh) == seeded(db) != {}
         migrate(fresh.engine)
         assert revision(fresh) == revision(db)
     finally:
         fresh.close()
+
+
+def seeded(db: Database) -> dict[str, list[tuple[object, ...]]]:
+    """The rows of every table that holds any in an otherwise empty database, times left out."""
+    found: dict[str, list[tuple[object, ...]]] = {}
+    with db.engine.connect() as connection:
+        for table in Base.metadata.sorted_tables:
+            columns = [c for c in table.columns if not c.name.endswith("_at")]
+            rows = connection.execute(table.select().with_only_columns(*columns)).all()
+            if rows:
+                found[table.name] = sorted(tuple(r) for r in rows)
+    return found
 
 
 def test_job_listings_have_their_keyset_indexes(db: Database) -> None:
