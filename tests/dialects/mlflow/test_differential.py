@@ -23,6 +23,7 @@ def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
         yield server
 
 
+@pytest.mark.timeout(900)  # 128 calls of a client that starts MLflow: ~4 min with two test workers
 def test_the_stock_client_gets_mlflows_answers_from_loom(
     shared_server: Server, peer: MlflowServer
 ) -> None:
