@@ -67,7 +67,9 @@ browser-tools:
 	.venvs/kfp/bin/python -m pip install -q --disable-pip-version-check kfp==2.17.3
 	printf 'kfp==2.17.3\n' > $@
 
+# MLflow's server (the differential test's oracle) and stock client: tools/foreign.py.
 foreign-clients: .venvs/kfp/.installed
+	$(BIN)/python -m tools.foreign
 
 demo: $(VENV)/.demo-installed sandbox-tools ui-if-node
 	$(BIN)/python examples/demo.py
@@ -104,4 +106,4 @@ bench-launch: $(VENV)/.test-installed
 	$(BIN)/python bench/launch.py
 
 clean:
-	rm -rf $(VENV) .loom-demo .pytest_cache .mypy_cache .ruff_cache ui/node_modules src/loom/ui/static
+	rm -rf $(VENV) .venvs .loom-demo .pytest_cache .mypy_cache .ruff_cache ui/node_modules src/loom/ui/static

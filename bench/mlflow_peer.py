@@ -95,7 +95,8 @@ def measure_mlflow(points: int = 20_000, batch: int = 1000) -> dict[str, object]
         try:
             wait_health(url, server, log, timeout=120)
             result = subprocess.run(
-                [str(python), str(PROBE), url, str(points), str(batch)],
+                # -P: bench/ (where bench/mlflow.py is) stays off sys.path, `mlflow` is MLflow
+                [str(python), "-P", str(PROBE), url, str(points), str(batch)],
                 env=env, capture_output=True, text=True, check=False, timeout=600,
             )  # fmt: skip
             lines = [line for line in result.stdout.splitlines() if line.startswith("{")]

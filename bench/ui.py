@@ -229,7 +229,7 @@ def mlflow(home: Path, planned: list[dict[str, object]], pin: bool) -> Iterator[
     (home / "plan.json").write_text(json.dumps(planned))
     began = time.perf_counter()
     done = subprocess.run(
-        [str(python), str(FILL), uri, root, str(home / "plan.json")],
+        [str(python), "-P", str(FILL), uri, root, str(home / "plan.json")],  # -P: see mlflow.py
         env=env, capture_output=True, text=True, check=False, timeout=900,
     )  # fmt: skip
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]

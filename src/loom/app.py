@@ -18,7 +18,12 @@ from loom.settings import Settings
 def create_app(settings: Settings, *, launcher: Launcher | None = None) -> FastAPI:
     """The platform's app: the core API with every dialect's routes beside it, and the pipeline
     formats the dialects translate known to the pipelines service."""
-    app = create_core_app(settings, launcher=launcher, extra_routers=dialects.routers())
+    app = create_core_app(
+        settings,
+        launcher=launcher,
+        extra_routers=dialects.routers(),
+        upload_prefixes=dialects.upload_prefixes(),
+    )
     app.state.platform.pipelines.dialects = dialects.pipeline_dialects()
     for middleware in dialects.middleware():
         app.add_middleware(middleware)  # type: ignore[arg-type]

@@ -52,10 +52,23 @@ def test_a_fresh_database_is_created_at_the_newest_revision(tmp_path: Path, db: 
         migrate(fresh.engine)
         assert differences(fresh) == []
         assert revision(fresh) == revision(db) is not None
+        assert seeded(fresh) == seeded(db) != {}
         migrate(fresh.engine)
         assert revision(fresh) == revision(db)
     finally:
         fresh.close()
+
+
+def seeded(db: Database) -> dict[str, list[tuple[object, ...]]]:
+    """The rows of every table that holds any in an otherwise empty database, times left out."""
+    found: dict[str, list[tuple[object, ...]]] = {}
+    with db.engine.connect() as connection:
+        for table in Base.metadata.sorted_tables:
+            columns = [c for c in table.columns if not c.name.endswith("_at")]
+            rows = connection.execute(table.select().with_only_columns(*columns)).all()
+            if rows:
+                found[table.name] = sorted(tuple(r) for r in rows)
+    return found
 
 
 def test_job_listings_have_their_keyset_indexes(db: Database) -> None:
@@ -86,3 +99,64 @@ def test_newest_migration_goes_down_and_up(db: Database) -> None:
     assert differences(db) != []  # whichever migration is newest, it undid something
     migrate(db.engine)
     assert differences(db) == []
+
+
+def test_runs_are_made_for_the_jobs_stored_before(db: Database) -> None:
+    """Upgraded from the schema before runs, every stored job is a run with its status, its
+    params and tags, and the latest value of each of its metrics."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import text
+
+    from loom.store.db import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with db.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0021_custom_serving")
+    with db.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO users (id, name, is_admin, created_at) VALUES ('u1', 'ana', false, 0)"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO jobs (id, owner_id, name, state, status_message, queue_reason,"
+                " manifest, code_digest, priority, learners, cpus, memory, gpus, attempt,"
+                " halt_requested, restart_pending, submitted_at, finished_at) VALUES"
+                " ('training-old', 'u1', 'old', 'COMPLETED', '', '', '{}', 'x', 0, 1, 1, 1, 0, 1,"
+                " false, false, 10.0, 20.5)"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO run_info (job_id, kind, key, value, set_at) VALUES"
+                " ('training-old', 'param', 'lr', '0.1', 1.0)"
+            )
+        )
+        for seq, step, value in ((1, 1, 0.9), (2, 2, 0.4), (3, 0, 0.1)):
+            connection.execute(
+                text(
+                    'INSERT INTO metric_points (job_id, attempt, learner_id, seq, time, "group",'
+                    " step, \"values\") VALUES ('training-old', 1, 1, :seq, 30.0, 'train', :step,"
+                    " :values)"
+                ),
+                {"seq": seq, "step": step, "values": f'{{"loss": {value}}}'},
+            )
+    migrate(db.engine)
+    with db.engine.connect() as connection:
+        run = connection.execute(
+            text(
+                "SELECT status, start_time, end_time, project_id FROM runs"
+                " WHERE id = 'training-old'"
+            )
+        ).one()
+        info = connection.execute(text("SELECT run_id, key, value FROM run_info")).all()
+        latest = connection.execute(
+            text("SELECT key, value, step FROM run_latest_metrics WHERE run_id = 'training-old'")
+        ).all()
+    assert tuple(run) == ("FINISHED", 10_000, 20_500, 0)
+    assert [tuple(row) for row in info] == [("training-old", "lr", "0.1")]
+    assert [tuple(row) for row in latest] == [("train/loss", 0.4, 2)]

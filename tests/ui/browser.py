@@ -17,7 +17,7 @@ PHONE = {"width": 390, "height": 844}
 # Training on a 2-core machine: a job may wait its turn before it trains for seconds.
 JOB_MS = 240_000
 # The navigation every user has; admins have "Users" besides.
-NAV = ("Jobs", "Submit", "Models", "Deployments", "Experiments", "Pipelines", "Capacity")
+NAV = ("Jobs", "Submit", "Runs", "Models", "Deployments", "Experiments", "Pipelines", "Capacity")
 
 
 def sign_in(page: Page, token: str, at: str = "#/jobs") -> None:

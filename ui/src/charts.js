@@ -75,9 +75,9 @@ export function chartOption(lines, { smoothing = 0, logScale = false } = {}) {
     series: lines.map((line) => ({
       type: "line",
       name: line.name,
-      id: line.name,
-      showSymbol: false,
-      symbolSize: 4,
+      id: line.id ? `${line.id}\u0000${line.name}` : line.name, // two lines never merge by name
+      showSymbol: line.points.length < 2, // a lone point has no segment to draw: show its mark
+      symbolSize: line.points.length < 2 ? 8 : 4,
       lineStyle: { width: 2, type: DASHES[line.job % DASHES.length] },
       emphasis: { focus: "series" },
       connectNulls: true,

@@ -22,6 +22,8 @@ const TONE = {
   CACHED: "good",
   SKIPPED: "plain",
   KILLED: "stopped",
+  FINISHED: "good", // a tracked run's (MLflow's statuses)
+  SCHEDULED: "waiting",
   EARLY_STOPPED: "stopped",
   METRICS_UNAVAILABLE: "bad",
   ready: "good",

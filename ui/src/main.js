@@ -9,6 +9,9 @@ import { SignIn } from "./pages/signin.js";
 import { JobsPage } from "./pages/jobs.js";
 import { JobPage } from "./pages/job.js";
 import { SubmitPage } from "./pages/submit.js";
+import { RunsPage } from "./pages/runs.js";
+import { RunPage } from "./pages/run.js";
+import { ComparePage } from "./pages/compare.js";
 import { ModelsPage } from "./pages/models.js";
 import { ModelPage } from "./pages/model.js";
 import { DeploymentsPage } from "./pages/deployments.js";
@@ -23,6 +26,7 @@ import { UsersPage } from "./pages/users.js";
 const NAV = [
   ["jobs", "Jobs"],
   ["submit", "Submit"],
+  ["runs", "Runs"],
   ["models", "Models"],
   ["deployments", "Deployments"],
   ["experiments", "Experiments"],
@@ -34,6 +38,8 @@ const NAV = [
 const PAGES = {
   jobs: ({ user }) => html`<${JobsPage} user=${user} />`,
   submit: () => html`<${SubmitPage} />`,
+  runs: ({ param }) => (param ? html`<${RunPage} id=${param} />` : html`<${RunsPage} />`),
+  compare: ({ param }) => html`<${ComparePage} ids=${param} />`,
   models: ({ param }) => (param ? html`<${ModelPage} name=${param} />` : html`<${ModelsPage} />`),
   deployments: ({ param }) =>
     param ? html`<${DeploymentPage} name=${param} />` : html`<${DeploymentsPage} />`,

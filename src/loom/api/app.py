@@ -29,6 +29,7 @@ from loom.api.routers import (
     models,
     operations,
     pipelines,
+    runs,
     session,
     tokens,
     transfers,
@@ -45,9 +46,11 @@ def create_app(
     *,
     launcher: Launcher | None = None,
     extra_routers: Sequence[APIRouter] = (),
+    upload_prefixes: tuple[str, ...] = (),
 ) -> FastAPI:
     """Build the app and its platform; the lifecycle starts with the app and stops with it.
-    `extra_routers` are mounted after the core ones (the dialects, by `loom.app`)."""
+    `extra_routers` are mounted after the core ones (the dialects, by `loom.app`); a PUT under
+    one of `upload_prefixes` may be as large as an upload."""
     platform: Platform = build_platform(settings, launcher)
 
     @asynccontextmanager
@@ -74,6 +77,7 @@ def create_app(
         max_bytes=settings.max_upload_mb * 2**20,
         json_bytes=min(settings.max_json_mb, settings.max_upload_mb) * 2**20,
         learner_upload_bytes=body_bytes(settings.learner_upload_max_mb),
+        upload_prefixes=upload_prefixes,
     )
     app.add_middleware(NoNul)
     app.add_middleware(RequestTiming, platform_metrics=platform.platform_metrics)
@@ -88,6 +92,7 @@ def create_app(
         logs,
         metrics,
         models,
+        runs,
         deployments,
         graphs,
         users,

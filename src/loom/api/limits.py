@@ -2,7 +2,8 @@
 
 Uploads (multipart) may be large; any other body (a learner's batch too) is JSON that the
 framework parses, so it gets the smaller `json_bytes`. A learner's upload of its
-checkpoints or results (a PUT under /v1/learner/) gets `learner_upload_bytes`."""
+checkpoints or results (a PUT under /v1/learner/) gets `learner_upload_bytes`; a PUT under one of
+`upload_prefixes` (a dialect's file uploads, such as MLflow's artifacts) is an upload too."""
 
 from __future__ import annotations
 
@@ -20,14 +21,18 @@ class BodyLimit:
         max_bytes: int,
         json_bytes: int | None = None,
         learner_upload_bytes: int | None = None,
+        upload_prefixes: tuple[str, ...] = (),
     ) -> None:
         self.app = app
+        self.upload_prefixes = upload_prefixes
         self.max_bytes = max_bytes
         self.json_bytes = max_bytes if json_bytes is None else json_bytes
         self.learner_upload_bytes = learner_upload_bytes or max_bytes
 
     def _limit(self, scope: Scope, headers: dict[bytes, bytes]) -> int:
-        upload = headers.get(b"content-type", b"").startswith(b"multipart/")
+        upload = headers.get(b"content-type", b"").startswith(b"multipart/") or (
+            scope.get("method") == "PUT" and scope["path"].startswith(self.upload_prefixes)
+        )
         if scope["path"].startswith("/v1/learner/") and scope.get("method") == "PUT":
             return self.learner_upload_bytes
         if upload:

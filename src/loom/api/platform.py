@@ -22,6 +22,7 @@ from loom.lifecycle.leadership import Leadership
 from loom.lifecycle.manager import LifecycleManager
 from loom.observability import PlatformMetrics
 from loom.pipelines.service import Pipelines
+from loom.registry.catalog import Catalog
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
 from loom.serving.spec import Tls
@@ -33,7 +34,10 @@ from loom.store.db import Database, migrate
 from loom.store.private import create_private, tighten, write_private
 from loom.store.secret_keys import SecretKeys
 from loom.tds.budgets import Allowance, Limits
+from loom.tds.logged_models import LoggedModels
 from loom.tds.retention import Retention
+from loom.tds.run_files import RunFiles
+from loom.tds.runs import Runs
 from loom.tds.service import TrainingData
 from loom.tds.signals import JobSignals
 
@@ -64,6 +68,10 @@ class Platform:
     platform_metrics: PlatformMetrics
     experiments: Experiments
     pipelines: Pipelines
+    runs: Runs
+    run_files: RunFiles
+    logged_models: LoggedModels
+    catalog: Catalog
     retention: Retention | None = None
     channel: Any = None  # store.notify.PgChannel on PostgreSQL
     identity: ServerIdentity | None = None  # this install's key pair (`api.identity`)
@@ -273,6 +281,10 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         Pipelines(
             settings, db, keys, artifacts, lifecycle, tds, registry, deployments, experiments
         ),
+        Runs(db, tds),
+        RunFiles(db, artifacts),
+        LoggedModels(db),
+        Catalog(db),
     )
     platform.identity = ServerIdentity.load(home)
     platform.experiments.driver.fence = leadership.fence

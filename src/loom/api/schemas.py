@@ -127,6 +127,7 @@ def job_summary(job: Job) -> dict[str, Any]:
         "submitted_at": iso(job.submitted_at),
         "started_at": iso(job.started_at),
         "finished_at": iso(job.finished_at),
+        "lineage": job.lineage,  # what made it, when not its owner directly (an experiment)
     }
 
 

@@ -217,12 +217,7 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
         )
     elif lineage.get("kind") == "object":
         console.print(f"{lineage['object']} ({lineage.get('apiVersion', '')}), loom apply")
-    for kind in ("params", "tags"):
-        if job.get(kind):
-            logged = Table("NAME", "VALUE", title=kind)
-            for key, value in job[kind].items():
-                logged.add_row(key, value if wide else value[:80])
-            console.print(logged)
+    _show_logged(job, wide)
     history = job["history"]
     table = Table(
         whole("STATE", [e["state"] for e in history]),
@@ -242,6 +237,22 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
         message = lr["message"] if wide else lr["message"][:60]
         learners.add_row(str(lr["learner"]), str(lr["attempt"]), lr["state"], exit_code, message)
     console.print(learners)
+
+
+def _show_logged(job: dict[str, Any], wide: bool) -> None:
+    """The job's params and tags, and each run its code started with MLflow's client."""
+    for kind in ("params", "tags"):
+        if job.get(kind):
+            logged = Table("NAME", "VALUE", title=kind)
+            for key, value in job[kind].items():
+                logged.add_row(key, value if wide else value[:80])
+            console.print(logged)
+    for run in job.get("runs", []):
+        logged = Table("NAME", "VALUE", title=f"run {run['name']} ({run['id']}, {run['status']})")
+        for kind in ("params", "tags", "metrics"):
+            for key, value in run[kind].items():
+                logged.add_row(f"{kind[:-1]} {key}", str(value) if wide else str(value)[:80])
+        console.print(logged)
 
 
 def logs(

@@ -20,6 +20,7 @@ from loom.cli import (
     models,
     objects,
     pipelines,
+    runs,
     tokens,
     users,
 )
@@ -87,6 +88,7 @@ app.command()(deployments.deploy)
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(graphs.app, name="graphs")
 app.add_typer(experiments.app, name="experiments")
+app.add_typer(runs.app, name="runs")
 app.add_typer(pipelines.app, name="pipelines")
 app.add_typer(kubernetes.app, name="kubernetes")
 app.add_typer(admin.app, name="admin")

@@ -24,6 +24,7 @@ from loom.client.identity import VerifiedToken
 from loom.client.job_lookup import JobLookupCalls
 from loom.client.objects import ObjectCalls
 from loom.client.pipelines import PipelineCalls
+from loom.client.runs import RunCalls
 
 __all__ = ["ClientError", "LoomClient"]
 
@@ -143,7 +144,9 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
         raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
 
 
-class LoomClient(AccountCalls, ExperimentCalls, ObjectCalls, PipelineCalls, JobLookupCalls):
+class LoomClient(
+    AccountCalls, ExperimentCalls, ObjectCalls, PipelineCalls, JobLookupCalls, RunCalls
+):
     def __init__(
         self,
         url: str,

@@ -26,13 +26,20 @@ if TYPE_CHECKING:  # imported where used: a job's KFP executor imports a dialect
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
-    from loom.dialects import ffdl
+    from loom.dialects import ffdl, mlflow
     from loom.dialects.apply.router import router as apply  # imported late: dialects import
 
     # `loom.dialects.kinds`, which imports this package first
     from loom.dialects.kfp import api_catalog, api_runs
 
-    return [ffdl.router, apply, api_catalog.router, api_runs.router]
+    return [ffdl.router, apply, api_catalog.router, api_runs.router, *mlflow.routers()]
+
+
+def upload_prefixes() -> tuple[str, ...]:
+    """Paths under which a dialect takes files by PUT (as large as an upload may be)."""
+    from loom.dialects import mlflow
+
+    return mlflow.UPLOADS
 
 
 def middleware() -> list[type[ASGIApp]]:

@@ -10,6 +10,7 @@
     ├── Unauthorized             no or bad credentials (HTTP 401)
     ├── Forbidden                authenticated but not allowed (HTTP 403)
     ├── Conflict                 the object is in a state that does not allow it (HTTP 409)
+    │   └── AlreadyExists        a name that must be unique is taken
     ├── ConfigError              a setting is unusable: the server refuses to start
     └── PlatformError            something on the platform's side failed
         ├── LaunchError          a launcher could not start or reach learners
@@ -107,6 +108,10 @@ class Forbidden(LoomError):
 
 class Conflict(LoomError):
     """The object's current state does not allow the request."""
+
+
+class AlreadyExists(Conflict):
+    """A name that must be unique (a project's, a registered model's) is taken already."""
 
 
 class ConfigError(LoomError):

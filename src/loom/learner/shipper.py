@@ -23,6 +23,7 @@ from loom.learner.collectors import CollectorStopped
 
 if TYPE_CHECKING:
     import ssl
+    from http.client import HTTPConnection
     from typing import Any, BinaryIO, TypeAlias
 
     from loom.learner.collectors import LineCollector, Point
@@ -147,6 +148,20 @@ class Api:
             self.refused = True
         # A server error or throttling is worth another try; any other answer is final.
         return status < 500 and status != 429
+
+    def connection(self, timeout: float) -> tuple[HTTPConnection, str, str]:
+        """A new connection to the platform for requests of another kind (MLflow's client's,
+        forwarded): with the URL's path prefix and this learner's authorization."""
+        import http.client
+
+        host, port, prefix = self._address()
+        if self.url.startswith("https:"):
+            found: HTTPConnection = http.client.HTTPSConnection(
+                host, port, timeout=timeout, context=self._tls()
+            )
+        else:
+            found = http.client.HTTPConnection(host, port, timeout=timeout)
+        return found, prefix, f"Bearer {self._token}"
 
     def twin(self) -> Api:
         """Another connection to the same platform: a long transfer holds it, not this one."""

@@ -307,18 +307,12 @@ class Learner:
         return code
 
     def _mlflow_endpoint(self) -> mlflow_api.Endpoint | None:
-        artifacts = f"file://{self.dirs['RESULT_DIR']}/artifacts"
-        tracking = mlflow_api.Tracking(
-            self.spec["job_id"],
-            artifacts,
-            self.shipper.put_points,
-            lambda line: self.shipper.put("loom", line),
-        )
         network = self.confined.network if self.confined is not None else None
+        connection = self.api.connection
         try:
             if network is not None:  # listening on the job's own loopback, where it runs
-                return netns.inside(network, lambda: mlflow_api.Endpoint(tracking)).start()
-            return mlflow_api.Endpoint(tracking).start()
+                return netns.inside(network, lambda: mlflow_api.Endpoint(connection)).start()
+            return mlflow_api.Endpoint(connection).start()
         except OSError:  # no loopback port: the job runs, without MLflow's API
             return None
 

@@ -57,6 +57,7 @@ from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
+from loom.store import runs as run_rows
 from loom.store import sealed
 from loom.store import users as user_rows
 from loom.store.db import Database
@@ -326,8 +327,7 @@ class LifecycleManager:
         if job.state == JobState.QUEUED.value:
             self.platform_metrics.queue_wait.observe(job_rows.queued_for(session, job))
         job.state = new.value
-        if message:
-            job.status_message = message
+        job.status_message = message  # of this state: an earlier one's progress is stale now
         if error_code:
             job.error_code = error_code
         now = time.time()
@@ -338,6 +338,7 @@ class LifecycleManager:
             job.queue_reason = ""
             self._revoke_when_done(session, job)
         job_rows.record_event(session, job, new.value, message)
+        run_rows.follow_job(session, job)
         self._local.changed.add(job.id)
         return True
 

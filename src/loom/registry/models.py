@@ -18,7 +18,7 @@ from loom.sandbox.files import UnsafePath, open_regular, regular_file_stats
 from loom.storage.artifacts import ArtifactStore
 from loom.store import run_info
 from loom.store.db import Database
-from loom.store.tables import Job, Model, ModelAlias, ModelVersion
+from loom.store.tables import Job, Model, ModelAlias, ModelTag, ModelVersion
 
 PREFERRED_GROUPS = ("test", "eval", "validation", "val", "valid")
 
@@ -202,16 +202,17 @@ class ModelRegistry:
         with self.db.session() as session:
             model = self._model(session, owner, name)
             if ref is None:
-                for table in (ModelAlias, ModelVersion):
+                for table in (ModelAlias, ModelTag, ModelVersion):
                     session.execute(delete(table).where(table.model_id == model.id))
                 session.delete(model)
                 return
             version = self._version(session, model, ref)
-            session.execute(
-                delete(ModelAlias).where(
-                    ModelAlias.model_id == model.id, ModelAlias.version == version.version
+            for table in (ModelAlias, ModelTag):
+                session.execute(
+                    delete(table).where(
+                        table.model_id == model.id, table.version == version.version
+                    )
                 )
-            )
             session.delete(version)
 
     def file(self, version: ModelVersion, path: str) -> Path:

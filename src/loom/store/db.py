@@ -60,7 +60,32 @@ def migrate(engine: Engine) -> None:
             command.upgrade(config, "head")
             return
         Base.metadata.create_all(connection)
+        seed(connection)
         command.stamp(config, "head")
+
+
+def seed(connection: Any) -> None:
+    """The rows the migrations insert as they build the schema (the Default project, MLflow's
+    experiment 0), for a database made in one step. tests/store/test_migrations.py holds both
+    ways to the same rows."""
+    import time
+
+    from sqlalchemy import insert
+
+    from loom.store.tables import Project
+
+    now = int(time.time() * 1000)
+    connection.execute(
+        insert(Project).values(
+            id=0,
+            owner_id=None,
+            name="Default",
+            artifact_location="mlflow-artifacts:/0",
+            stage="active",
+            created_at=now,
+            updated_at=now,
+        )
+    )
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

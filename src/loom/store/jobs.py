@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from loom.store import runs as run_rows
 from loom.store.tables import (
     Job,
     JobEvent,
@@ -32,8 +33,8 @@ from loom.store.tables import (
     Learner,
     LogLine,
     MetricPoint,
-    RunInfo,
     Token,
+    User,
 )
 
 _ID_CHARS = string.ascii_lowercase + string.digits
@@ -50,8 +51,13 @@ def queued_for(session: Session, job: Job) -> float:
 
 
 def add_job(session: Session, job: Job) -> Job:
+    """Store a new job, its first event, and the run it is."""
     session.add(job)
     session.add(JobEvent(job_id=job.id, state=job.state, at=job.submitted_at, message="submitted"))
+    session.flush()
+    owner = session.get(User, job.owner_id)
+    project = run_rows.project_of_job(session, job)
+    session.add(run_rows.job_run(job, owner.name if owner is not None else job.owner_id, project))
     session.flush()
     return job
 
@@ -239,8 +245,9 @@ def get_learner(session: Session, job_id: str, attempt: int, learner_id: int) ->
 
 
 def delete_job(session: Session, job_id: str) -> None:
-    """Remove a job and everything stored about it."""
-    for table in (LogLine, MetricPoint, RunInfo, Learner, JobEvent, JobSecret):
+    """Remove a job and everything stored about it, its run and the runs its code started."""
+    run_rows.delete_of_job(session, job_id)
+    for table in (LogLine, MetricPoint, Learner, JobEvent, JobSecret):
         session.execute(delete(table).where(table.job_id == job_id))
     session.execute(delete(Token).where(Token.job_id == job_id))
     session.execute(delete(Job).where(Job.id == job_id))

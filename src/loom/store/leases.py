@@ -33,8 +33,9 @@ def claim(session: Session, name: str, holder: str, ttl_s: float) -> int | None:
     if lease is None:
         try:
             with session.begin_nested():
-                session.add(Lease(name=name, holder=holder, term=1, acquired_at=at,
-                                  expires_at=at + ttl_s))  # fmt: skip
+                session.add(
+                    Lease(name=name, holder=holder, term=1, acquired_at=at, expires_at=at + ttl_s)
+                )
         except IntegrityError:  # another server made it first
             return None
         return 1
@@ -79,8 +80,15 @@ def announce(session: Session, server_id: str, url: str, ttl_s: float) -> None:
     at = now(session)
     lease = session.get(Lease, SERVER_PREFIX + server_id)
     if lease is None:
-        session.add(Lease(name=SERVER_PREFIX + server_id, holder=url, term=0, acquired_at=at,
-                          expires_at=at + ttl_s))  # fmt: skip
+        session.add(
+            Lease(
+                name=SERVER_PREFIX + server_id,
+                holder=url,
+                term=0,
+                acquired_at=at,
+                expires_at=at + ttl_s,
+            )
+        )
     else:
         lease.holder, lease.expires_at = url, at + ttl_s
 

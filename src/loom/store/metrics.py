@@ -22,6 +22,7 @@ POINT_COLUMNS = (
     "step",
     "etimes",
     "values",
+    "run_id",
 )
 JSON_COLUMNS = frozenset({"etimes", "values"})
 POINTS = MetricPoint.__table__
@@ -149,3 +150,12 @@ def stream_points(
             after = row_id
         if len(rows) < chunk:
             return
+
+
+def run_points(
+    session: Session, job_id: str, run_id: str | None, group: str, name: str
+) -> list[MetricPoint]:
+    """A job's points of one metric, of its own run (`run_id` None) or of a run it started."""
+    query = _filtered(job_id, group=group, name=name)
+    owned = MetricPoint.run_id.is_(None) if run_id is None else MetricPoint.run_id == run_id
+    return list(session.scalars(query.where(owned).order_by(MetricPoint.id)))

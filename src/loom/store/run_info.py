@@ -1,12 +1,12 @@
-"""A job's parameters and tags: a parameter keeps its first value (as MLflow's do), a tag its
-newest; resending either is a no-op."""
+"""A run's parameters and tags: a parameter keeps its first value (as MLflow's do), a tag its
+newest; resending either is a no-op. A job's are under its run, whose id is the job's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -14,22 +14,22 @@ from loom.store.logs import insert_ignoring_duplicates
 from loom.store.tables import RunInfo
 
 Entry = tuple[str, str, str, float]  # (kind: param | tag, key, value, set at)
-COLUMNS = ("job_id", "kind", "key", "value", "set_at")
+COLUMNS = ("run_id", "kind", "key", "value", "set_at")
 
 
-def record(session: Session, job_id: str, entries: Sequence[Entry]) -> int:
+def record(session: Session, run_id: str, entries: Sequence[Entry]) -> int:
     """Store the entries; how many rows were written (a resent parameter writes none).
     Parameters go in one statement (kept if already there); each tag is an upsert that keeps
     the newest value."""
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    params = [(job_id, kind, key, value, at) for kind, key, value, at in entries if kind == "param"]
+    params = [(run_id, kind, key, value, at) for kind, key, value, at in entries if kind == "param"]
     written = insert_ignoring_duplicates(session, RunInfo.__tablename__, COLUMNS, params)
     for kind, key, value, at in entries:
         if kind == "param":
             continue
-        row = {"job_id": job_id, "kind": kind, "key": key, "value": value, "set_at": at}
+        row = {"run_id": run_id, "kind": kind, "key": key, "value": value, "set_at": at}
         statement: Any = dialect.insert(RunInfo).values(**row)
-        unique = [RunInfo.job_id, RunInfo.kind, RunInfo.key]
+        unique = [RunInfo.run_id, RunInfo.kind, RunInfo.key]
         newer = statement.excluded.set_at >= RunInfo.set_at
         statement = statement.on_conflict_do_update(
             index_elements=unique,
@@ -41,30 +41,48 @@ def record(session: Session, job_id: str, entries: Sequence[Entry]) -> int:
 
 
 def existing(
-    session: Session, job_id: str, keys: Sequence[tuple[str, str]]
+    session: Session, run_id: str, keys: Sequence[tuple[str, str]]
 ) -> set[tuple[str, str]]:
-    """Which of these (kind, key) the job has already."""
+    """Which of these (kind, key) the run has already."""
     if not keys:
         return set()
     names = sorted({key for _kind, key in keys})
     query = select(RunInfo.kind, RunInfo.key).where(
-        RunInfo.job_id == job_id, RunInfo.key.in_(names)
+        RunInfo.run_id == run_id, RunInfo.key.in_(names)
     )
     return {(kind, key) for kind, key in session.execute(query)} & set(keys)
 
 
-def usage(session: Session, job_id: str) -> tuple[int, int]:
-    """A job's parameters and tags, and the characters of their keys and values."""
+def usage(session: Session, run_id: str) -> tuple[int, int]:
+    """A run's parameters and tags, and the characters of their keys and values."""
     size = func.length(RunInfo.key) + func.length(RunInfo.value)
-    query = select(func.count(), func.coalesce(func.sum(size), 0)).where(RunInfo.job_id == job_id)
+    query = select(func.count(), func.coalesce(func.sum(size), 0)).where(RunInfo.run_id == run_id)
     rows, total = session.execute(query).one()
     return int(rows), int(total)
 
 
-def read(session: Session, job_id: str) -> dict[str, dict[str, str]]:
+def read(session: Session, run_id: str) -> dict[str, dict[str, str]]:
     """`{"params": {key: value}, "tags": {key: value}}`, keys sorted."""
     found: dict[str, dict[str, str]] = {"params": {}, "tags": {}}
-    query = select(RunInfo).where(RunInfo.job_id == job_id).order_by(RunInfo.key)
+    query = select(RunInfo).where(RunInfo.run_id == run_id).order_by(RunInfo.key)
     for row in session.scalars(query):
         found["params" if row.kind == "param" else "tags"][row.key] = row.value
     return found
+
+
+def params_of(session: Session, run_id: str, keys: Collection[str]) -> dict[str, str]:
+    """The run's stored values of these params."""
+    if not keys:
+        return {}
+    query = select(RunInfo.key, RunInfo.value).where(
+        RunInfo.run_id == run_id, RunInfo.kind == "param", RunInfo.key.in_(list(keys))
+    )
+    return {key: value for key, value in session.execute(query)}
+
+
+def delete_tag(session: Session, run_id: str, key: str) -> bool:
+    """Remove a tag; False if the run had none by that key."""
+    query = delete(RunInfo).where(
+        RunInfo.run_id == run_id, RunInfo.kind == "tag", RunInfo.key == key
+    )
+    return bool(session.execute(query).rowcount)  # type: ignore[attr-defined]

@@ -169,14 +169,15 @@ class LogLine(Base):
 
 
 class RunInfo(Base):
-    """A job's parameters and tags, as its training code logged them (`tracking.log_params`,
-    `set_tags`, or MLflow's client): a parameter keeps its first value, a tag its newest."""
+    """A run's parameters and tags, as its code logged them (`tracking.log_params`, `set_tags`,
+    or MLflow's client): a parameter keeps its first value, a tag its newest. A job's own are
+    under its run, whose id is the job's."""
 
     __tablename__ = "run_info"
-    __table_args__ = (UniqueConstraint("job_id", "kind", "key"),)
+    __table_args__ = (UniqueConstraint("run_id", "kind", "key"),)
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     kind: Mapped[str] = mapped_column(String(8))  # param | tag
     key: Mapped[str] = mapped_column(String(250))
     value: Mapped[str] = mapped_column(Text)
@@ -203,6 +204,9 @@ class MetricPoint(Base):
     step: Mapped[int | None] = mapped_column(BigInteger)
     etimes: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     values: Mapped[dict[str, float]] = mapped_column(JSON)
+    # A run the job's code started (MLflow's client, in the job): its points are the job's too.
+    # None: the job's own run.
+    run_id: Mapped[str | None] = mapped_column(String(40))
 
 
 class Model(Base):
@@ -215,6 +219,8 @@ class Model(Base):
     owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[float] = mapped_column(Float)
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    updated_at: Mapped[float | None] = mapped_column(Float)
 
 
 class ModelVersion(Base):
@@ -237,6 +243,26 @@ class ModelVersion(Base):
     # The job's logged parameters and tags when the version was made: {"params": …, "tags": …}
     run_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
     lineage: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the job's, kept
+    # What MLflow's registry keeps beside: where the files came from (`runs:/…`, `models:/…`),
+    # the run, a description and a stage (None, Staging, Production, Archived).
+    source: Mapped[str] = mapped_column(Text, default="", server_default="")
+    run_id: Mapped[str] = mapped_column(String(40), default="", server_default="")
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    stage: Mapped[str] = mapped_column(String(20), default="None", server_default="None")
+    updated_at: Mapped[float | None] = mapped_column(Float)
+
+
+class ModelTag(Base):
+    """A tag of a registered model (`version` 0) or of one of its versions."""
+
+    __tablename__ = "model_tags"
+
+    model_id: Mapped[str] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class ModelAlias(Base):
@@ -459,6 +485,129 @@ class Lease(Base):
     term: Mapped[int] = mapped_column(BigInteger)
     acquired_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
+
+
+class Project(Base):
+    """A group of runs with tags: MLflow's experiment (Loom's `Experiment` is a hyperparameter
+    search). Project 0 is everyone's "Default" (no owner); the others are their owner's, named
+    uniquely per owner."""
+
+    __tablename__ = "projects"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    owner_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(500))
+    artifact_location: Mapped[str] = mapped_column(Text)
+    stage: Mapped[str] = mapped_column(String(20))  # active | deleted
+    # MLflow's times are integer milliseconds; they are kept so, exactly.
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[int] = mapped_column(BigInteger)
+
+
+class ProjectTag(Base):
+    __tablename__ = "project_tags"
+
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Run(Base):
+    """A tracked run: a job (its id is the job's), a run a job's code started (`job_id` is that
+    job), or a run logged from anywhere else (no job). Times in milliseconds, as MLflow's."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_project_id_start_time", "project_id", "start_time", "id"),
+        Index("ix_runs_owner_id_start_time", "owner_id", "start_time", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    job_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    name: Mapped[str] = mapped_column(String(250))
+    user_id: Mapped[str] = mapped_column(String(250))  # as the client said (MLflow's `user_id`)
+    status: Mapped[str] = mapped_column(String(20))
+    start_time: Mapped[int | None] = mapped_column(BigInteger)
+    end_time: Mapped[int | None] = mapped_column(BigInteger)
+    stage: Mapped[str] = mapped_column(String(20))  # active | deleted
+    deleted_at: Mapped[int | None] = mapped_column(BigInteger)
+    artifact_uri: Mapped[str] = mapped_column(Text)
+    # MLflow's run inputs (datasets) and outputs (logged models), as the client sent them.
+    inputs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    outputs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+
+class RunMetric(Base):
+    """One logged value of a run that is not part of a job (a job's are its metric points).
+    The same point logged twice is kept once, as MLflow does."""
+
+    __tablename__ = "run_metrics"
+    __table_args__ = (UniqueConstraint("run_id", "key", "timestamp", "step", "value", "is_nan"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(250))
+    value: Mapped[float] = mapped_column(Float)  # NaN is kept as 0 with `is_nan`
+    is_nan: Mapped[bool] = mapped_column(Boolean)
+    step: Mapped[int] = mapped_column(BigInteger)
+    timestamp: Mapped[int] = mapped_column(BigInteger)
+
+
+class RunLatestMetric(Base):
+    """Each metric's latest value of a run (by step, then time, then value), which searches
+    filter and order by. Every run's, jobs' included."""
+
+    __tablename__ = "run_latest_metrics"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+    is_nan: Mapped[bool] = mapped_column(Boolean)
+    step: Mapped[int] = mapped_column(BigInteger)
+    timestamp: Mapped[int] = mapped_column(BigInteger)
+
+
+class TrackedFile(Base):
+    """A file of a run's or a logged model's artifact folder, its content in the artifact store
+    by digest (`container`: the run's or the logged model's id)."""
+
+    __tablename__ = "tracked_files"
+
+    container: Mapped[str] = mapped_column(String(40), primary_key=True)
+    path: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(80))
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class LoggedModel(Base):
+    """MLflow 3's logged model: a model's files (an artifact folder of its own), made by a run,
+    before or without its registration."""
+
+    __tablename__ = "logged_models"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # m-<32 hex>
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"), index=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(500))
+    source_run_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    job_id: Mapped[str | None] = mapped_column(String(40))  # made by a job's code: that job
+    model_type: Mapped[str] = mapped_column(String(500), default="")
+    status: Mapped[str] = mapped_column(
+        String(30)
+    )  # LOGGED_MODEL_PENDING | _READY | _UPLOAD_FAILED
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    stage: Mapped[str] = mapped_column(String(20))
+    artifact_location: Mapped[str] = mapped_column(Text)
+    params: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    tags: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[int] = mapped_column(BigInteger)
 
 
 class DialectObject(Base):

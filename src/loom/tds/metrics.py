@@ -10,9 +10,11 @@ from typing import Any
 import orjson
 
 from loom.domain.errors import InvalidInput
+from loom.domain.runs import MAX_KEY, Metric, metric_key, ms
 from loom.store import metrics as metric_rows
 from loom.store.db import Database
 from loom.store.logs import Row
+from loom.store.runs import Latest, newest
 from loom.store.tables import MetricPoint
 from loom.tds import series as series_rules
 from loom.tds.logs import page_window
@@ -61,9 +63,12 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def point_row(job_id: str, attempt: int, learner: int, point: dict[str, Any]) -> Row:
-    """A table row (`POINT_COLUMNS` order) for one point as learners send it; raises
-    `InvalidInput` if malformed. Built in one pass: this runs for every point ingested."""
+def point_row(
+    job_id: str, attempt: int, learner: int, point: dict[str, Any], run_id: str | None = None
+) -> Row:
+    """A table row (`POINT_COLUMNS` order) for one point as learners send it (of the job's own
+    run, or of `run_id`, a run its code started); raises `InvalidInput` if malformed. Built in
+    one pass: this runs for every point ingested."""
     values = point.get("values")
     if type(values) is not dict or not values or len(values) > MAX_NAMES:
         raise InvalidInput(f"a metric point needs 1 to {MAX_NAMES} named values, got {values!r}")
@@ -88,6 +93,7 @@ def point_row(job_id: str, attempt: int, learner: int, point: dict[str, Any]) ->
             step,
             orjson.dumps(etimes).decode() if type(etimes) is dict and etimes else None,
             orjson.dumps(clean).decode(),
+            run_id,
         )
     except (KeyError, TypeError, ValueError, OverflowError, orjson.JSONEncodeError) as exc:
         raise InvalidInput(f"a metric point needs a `seq`, a `time` and numbers: {exc}") from exc
@@ -141,11 +147,12 @@ class MetricService:
         points: Sequence[dict[str, Any]],
         *,
         strict: bool = True,
+        run_id: str | None = None,
     ) -> list[Row]:
         """Table rows for points; a malformed point is an error, or skipped if not `strict`
         (a learner's batch also carries log lines, which must not be lost over one point)."""
         if strict:
-            return [point_row(job_id, attempt, learner, p) for p in points]
+            return [point_row(job_id, attempt, learner, p, run_id) for p in points]
         rows = []
         for point in points:
             try:
@@ -198,3 +205,22 @@ class MetricService:
             return metric_rows.read_points(
                 session, job_id, limit=limit, after_id=after_id, learner_id=learner
             )
+
+
+def latest_of_rows(job_id: str, rows: Sequence[Row]) -> Latest:
+    """Each run's newest value of each metric among these point rows (`POINT_COLUMNS` order),
+    by MLflow's keys: a point of the job's own run counts for the job's run."""
+    found: list[tuple[str, Metric]] = []
+    for row in rows:
+        seq, at, group, step, values, run_id = row[3], row[4], row[5], row[6], row[8], row[9]
+        stamp, step = ms(at), step if step is not None else seq
+        for name, value in orjson.loads(values).items():
+            key = metric_key(group, name)
+            if len(key) <= MAX_KEY:
+                found.append(
+                    (
+                        run_id or job_id,
+                        Metric(key, math.nan if value is None else value, stamp, step),
+                    )
+                )
+    return newest(found)

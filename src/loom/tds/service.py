@@ -11,8 +11,10 @@ from loom.observability import PlatformMetrics
 from loom.store import logs as log_rows
 from loom.store import metrics as metric_rows
 from loom.store import run_info as info_rows
+from loom.store import runs as run_rows
 from loom.store.db import Database
 from loom.store.logs import Row
+from loom.store.run_info import Entry
 from loom.tds import run_info
 from loom.tds.budgets import (
     LOG_NOTICE,
@@ -27,8 +29,11 @@ from loom.tds.budgets import (
     point_size,
 )
 from loom.tds.logs import LogService
-from loom.tds.metrics import MetricService
+from loom.tds.metrics import MetricService, latest_of_rows
 from loom.tds.signals import JobSignals
+
+# Points the platform's API takes for a job (not a learner's): no learner has attempt 0.
+PLATFORM_ATTEMPT, PLATFORM_LEARNER = 0, 0
 
 
 class TrainingData:
@@ -125,6 +130,7 @@ class TrainingData:
             inserted = metric_rows.insert_points(session, kept_points)
             self.point_cap.settle(job_id, point_sizes[: len(kept_points)], inserted)
             self.platform_metrics.ingested_points.inc(inserted)
+            run_rows.keep_latest(session, latest_of_rows(job_id, kept_points))
         except BaseException:
             self.line_cap.forget(job_id)  # counted again from what the store holds
             self.point_cap.forget(job_id)
@@ -136,6 +142,27 @@ class TrainingData:
         for notice, budget, cut in cuts:
             if cut:
                 log_rows.insert_lines(session, [notice.row(job_id, budget.allowance)])
+
+    def record_run(
+        self,
+        job_id: str,
+        run_id: str | None,
+        points: Sequence[dict[str, Any]],
+        info: Sequence[Entry],
+    ) -> None:
+        """Points, params and tags sent for a job's run (`run_id` None) or a run its code started,
+        through the platform's API rather than a learner's stream: numbered after what was sent
+        so before (as the platform's own learner, attempt 0, learner 0), capped like any."""
+        with self.db.session() as session:
+            log_rows.lock_job_stream(session, job_id)
+            seq = metric_rows.last_seq(session, job_id, PLATFORM_ATTEMPT, PLATFORM_LEARNER)
+            numbered = [{**point, "seq": seq + n} for n, point in enumerate(points, start=1)]
+            rows = self.metrics.rows(
+                job_id, PLATFORM_ATTEMPT, PLATFORM_LEARNER, numbered, run_id=run_id
+            )
+            self._store(session, job_id, [], rows)
+            info_rows.record(session, run_id or job_id, info)
+        self.signals.notify(job_id)
 
     def forget(self, job_id: str) -> None:
         """The job's lines and points were deleted: its caps count afresh."""

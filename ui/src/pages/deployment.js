@@ -82,16 +82,25 @@ function Traffic({ name }) {
 
 function Requests({ d }) {
   const byVersion = Object.entries(d.requests_by_version || {});
+  // The total counts every answer; a version only those its replicas gave. The rest were
+  // answered by the gateway itself (a refused key, busy, a failed replica): shown as such, so
+  // that the table adds up to the total.
+  const byReplicas = byVersion.reduce((sum, [, n]) => sum + n, 0);
+  const byGateway = Math.max(0, (d.requests || 0) - byReplicas);
   return html`<section>
     <h2>Requests</h2>
     <${Traffic} name=${d.name} />
-    <p>${plural(d.requests || 0, "request")} served.</p>
-    ${byVersion.length > 0 &&
+    <p>${plural(d.requests || 0, "request")} answered.</p>
+    ${(byVersion.length > 0 || byGateway > 0) &&
     html`<${TableBox} label="Requests by version">
       <table>
         <caption class="sr-only">Requests by version</caption>
-        <thead><tr><th scope="col">Version</th><th scope="col" class="num">Requests</th></tr></thead>
-        <tbody>${byVersion.map(([v, n]) => html`<tr><th scope="row">v${v}</th><td class="num">${count(n)}</td></tr>`)}</tbody>
+        <thead><tr><th scope="col">Answered by</th><th scope="col" class="num">Requests</th></tr></thead>
+        <tbody>
+          ${byVersion.map(([v, n]) => html`<tr><th scope="row">v${v}</th><td class="num">${count(n)}</td></tr>`)}
+          ${byGateway > 0 && html`<tr><th scope="row">the gateway (refused, busy or failed)</th><td class="num">${count(byGateway)}</td></tr>`}
+        </tbody>
+        <tfoot><tr><th scope="row">All</th><td class="num">${count(d.requests || 0)}</td></tr></tfoot>
       </table>
     <//>`}
   </section>`;

@@ -7,6 +7,7 @@ import { metric } from "../format.js";
 import { useInterval } from "../hooks.js";
 import { html } from "../html.js";
 import { openStream } from "../sse.js";
+import { labels } from "../runs.js";
 import { isLive } from "../states.js";
 
 const FLUSH_MS = 500;
@@ -36,13 +37,14 @@ function fromSeries(series) {
  * several learners logged it. */
 function linesOf(group, runs) {
   const lines = [];
+  const titles = labels(runs); // two jobs of one name: the start of each id tells them apart
   runs.forEach((run, job) => {
     const keys = Object.keys(run.store[group] || {});
     const learners = new Set(keys.map((k) => k.split("\u0000")[1]));
     for (const key of keys) {
       const [name, learner] = key.split("\u0000");
       const suffix = learners.size > 1 ? ` #${learner}` : "";
-      lines.push({ name: `${run.name} · ${name}${suffix}`, job, points: run.store[group][key] });
+      lines.push({ name: `${titles[job]} · ${name}${suffix}`, id: run.id, job, points: run.store[group][key] });
     }
   });
   return lines;
@@ -163,7 +165,7 @@ export function Metrics({ job, admin, generation }) {
   useInterval(refreshCompared, 10_000, compared.some((run) => isLive(run.state)));
 
   const runs = useMemo(
-    () => [{ name: job.name, store: store.current }, ...compared],
+    () => [{ id: job.id, name: job.name, store: store.current }, ...compared],
     [version, compared, job.name],
   );
   const groups = [...new Set(runs.flatMap((run) => Object.keys(run.store)))].sort();

@@ -10,6 +10,8 @@ import { go, href } from "../router.js";
 import { HALTABLE, isLive } from "../states.js";
 import { Logs } from "./job-logs.js";
 import { Metrics } from "./job-metrics.js";
+import { jobTitle } from "../runs.js";
+import { Pairs } from "./run.js";
 
 const ACTIONS = {
   halt: {
@@ -114,6 +116,36 @@ function RegisteredModel({ job }) {
   return html`<li><a href=${href("models", name)}>Model ${name}, version ${data.version}</a></li>`;
 }
 
+/** What the job's code logged: its own params and tags, and the runs it started with MLflow's
+ * client (each with its params and last metrics), which open in the run pages. */
+function Tracked({ job }) {
+  const runs = job.runs || [];
+  return html`<div class="two-columns">
+      <${Pairs} title="Params" pairs=${job.params} />
+      <${Pairs} title="Tags" pairs=${job.tags} />
+    </div>
+    ${runs.length > 0 &&
+    html`<section>
+      <h2>Runs it started</h2>
+      <${TableBox} label="Runs the job started">
+        <table>
+          <thead><tr><th scope="col">Run</th><th scope="col">Status</th><th scope="col">Params</th><th scope="col">Last metrics</th></tr></thead>
+          <tbody>
+            ${runs.map(
+              (run) => html`<tr key=${run.id}>
+                <th scope="row"><a href=${href("runs", run.id)}>${run.name}</a></th>
+                <td><${Badge} state=${run.status} /></td>
+                <td>${Object.entries(run.params).map(([k, v]) => `${k}=${v}`).join(", ") || "—"}</td>
+                <td>${Object.entries(run.metrics).map(([k, v]) => `${k}=${v === null ? "NaN" : v}`).join(", ") || "—"}</td>
+              </tr>`,
+            )}
+          </tbody>
+        </table>
+      <//>
+      ${runs.length >= 2 && html`<p><a href=${href("compare", runs.slice(0, 10).map((r) => r.id).join(","))}>Compare these runs</a></p>`}
+    </section>`}`;
+}
+
 function Results({ job }) {
   const id = path(job.id);
   return html`<section>
@@ -159,7 +191,7 @@ export function JobPage({ id, user }) {
   // The streams end with the job; a resumed job (here or elsewhere) starts them again.
   const [ended, setEnded] = useState(false);
   const [generation, setGeneration] = useState(0);
-  useTitle(job ? job.name : `Job ${id}`);
+  useTitle(job ? jobTitle(job) : `Job ${id}`);
   const state = live?.state || job?.state;
   const now = useNow(1000, isLive(state));
   const refresh = useDebouncedCall(reload, 300);
@@ -188,8 +220,9 @@ export function JobPage({ id, user }) {
     refresh();
   };
   const message = live ? live.message : job.queue_reason || job.status_message;
+  const title = jobTitle(job);
   return html`<div class="page-head">
-      <h1 tabindex="-1">${job.name}</h1>
+      <h1 tabindex="-1">${title}${title !== job.name && html` <span class="muted subtitle">(job ${job.name})</span>`}</h1>
       <${Actions} job=${job} onDone=${reload} />
     </div>
     <p class="job-state" role="status">
@@ -199,6 +232,7 @@ export function JobPage({ id, user }) {
     </p>
     <${ErrorNote} error=${error} />
     <${Summary} job=${job} now=${now} />
+    <${Tracked} job=${job} />
     <div class="two-columns">
       <${Timeline} history=${job.history} />
       <${Learners} status=${job.learner_status} />

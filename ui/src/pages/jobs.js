@@ -6,6 +6,7 @@ import { bytes, count, ran, total, when } from "../format.js";
 import { useDebounced, useJobEvents, useInterval, useResource, useTitle } from "../hooks.js";
 import { html } from "../html.js";
 import { href } from "../router.js";
+import { jobTitle } from "../runs.js";
 import { STATES, isLive } from "../states.js";
 
 const PAGE_SIZE = 25;
@@ -48,7 +49,7 @@ function Filters({ admin, state, setState, name, setName, owner, setOwner }) {
 
 function JobRow({ job, admin, now }) {
   return html`<tr>
-    <th scope="row"><a href=${href("jobs", job.id)}>${job.name}</a></th>
+    <th scope="row"><a href=${href("jobs", job.id)}>${jobTitle(job)}</a></th>
     <td>
       <${Badge} state=${job.state} />
       ${job.queue_reason && html`<div class="reason">${job.queue_reason}</div>`}

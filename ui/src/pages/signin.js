@@ -44,7 +44,7 @@ export function SignIn({ onSignedIn, notice }) {
           aria-describedby=${error ? "token-error token-hint" : "token-hint"}
         />
         <p class="hint" id="token-hint">
-          On a new platform, the admin's token is in <code>~/.loom/token</code> (the server's
+          On a new platform, the admin's token is in <code>~/.loom/token</code> (the server's${" "}
           <code>LOOM_HOME</code>). Make more with <code>loom tokens create</code>, or ask an admin
           for one. It stays in this browser until you sign out.
         </p>

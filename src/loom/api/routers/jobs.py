@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -34,12 +35,14 @@ from loom.domain.accounts import check_priority
 from loom.domain.errors import ArchiveError, InvalidInput
 from loom.domain.learner_images import ignored_fields
 from loom.domain.manifest import Manifest, load_manifest
+from loom.domain.runs import RunRecord
 from loom.domain.states import JobState
 from loom.lifecycle.admission import max_priority
 from loom.lifecycle.workspace import Workspace
 from loom.storage.archive import check_zip, zip_tree
 from loom.store import jobs as job_rows
 from loom.store import run_info
+from loom.store import runs as run_rows
 from loom.store.tables import Job, Model, ModelVersion, User
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -142,7 +145,23 @@ def show(job_id: str, loom: PlatformDep, user: UserDep) -> Any:
         owner = session.get(User, job.owner_id)
         info = run_info.read(session, job_id)
         model = _registered(session, job_id)
-    return {**job_detail(job, owner.name if owner else "", history, learners, info), "model": model}
+        started = run_rows.records(session, run_rows.started_by_job(session, job_id))
+    return {
+        **job_detail(job, owner.name if owner else "", history, learners, info),
+        "model": model,
+        "runs": [_run_summary(run) for run in started],  # those its code started (MLflow's)
+    }
+
+
+def _run_summary(run: RunRecord) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "name": run.name,
+        "status": run.status,
+        "params": run.params,
+        "tags": {k: v for k, v in run.tags.items() if not k.startswith("mlflow.")},
+        "metrics": {m.key: m.value if math.isfinite(m.value) else None for m in run.metrics},
+    }
 
 
 def _registered(session: Session, job_id: str) -> dict[str, Any] | None:
