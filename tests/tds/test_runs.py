@@ -161,7 +161,7 @@ def test_a_job_is_a_run_and_its_code_starts_child_runs(runs: Runs) -> None:
     assert [m.value for m in runs.history(ana, child.id, "test/acc")] == [0.5, 0.7]
     assert runs.history(ana, job_id, "test/acc") == []  # the job's own run has none
     series = runs.tds.metrics.series(job_id, MetricQuery())
-    assert series["test"]["acc"]["values"] == [0.5, 0.7]  # in the job's charts too
+    assert series["series"]["test"]["acc"]["values"] == [0.5, 0.7]  # in the job's charts too
     elsewhere = runs.create_run(ana, "0", name="notebook")
     with pytest.raises(Forbidden):
         runs.log(learner, elsewhere.id, params=[Entry("x", "1")])
