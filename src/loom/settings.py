@@ -181,6 +181,17 @@ class Settings(BaseSettings):
     )
     environments_build_timeout_s: float = Field(default=1800.0, gt=0)
 
+    # monitoring: the drift and outlier detectors of deployments
+    monitoring_python: str = Field(
+        default="",
+        description="an interpreter that has the detector's packages (Alibi Detect); default: "
+        "an environment built with LOOM_MONITORING_PACKAGES, once, like a job's",
+    )
+    monitoring_packages: Names = Field(
+        default_factory=lambda: ["alibi-detect==0.13.0"],
+        description="what the detectors' environment installs beside the platform's packages",
+    )
+
     # isolation
     isolation: Literal["auto", "sandbox", "off"] = Field(
         default="auto",

@@ -48,6 +48,7 @@ def test_newest_migration_goes_down_and_up(db: Database) -> None:
         config.attributes["connection"] = connection
         command.downgrade(config, "-1")
     columns = [c["name"] for c in inspect(db.engine).get_columns("deployments")]
-    assert "gpus_per_replica" not in columns and "canary_version" in columns
+    assert "monitoring" not in columns and "gpus_per_replica" in columns
+    assert "drift_windows" not in inspect(db.engine).get_table_names()
     migrate(db.engine)
     assert differences(db) == []

@@ -26,6 +26,7 @@ from loom.api.routers import (
     logs,
     metrics,
     models,
+    monitoring,
     operations,
     pipelines,
     tokens,
@@ -34,6 +35,7 @@ from loom.api.routers import (
 )
 from loom.launchers.base import Launcher
 from loom.lifecycle.transfers import body_bytes
+from loom.serving.drift import DriftMetrics
 from loom.settings import Settings
 from loom.ui import routes as ui
 
@@ -76,6 +78,9 @@ def create_app(
     platform.platform_metrics.read_at_scrape(
         partial(operations.jobs_by_state, platform.db), platform.leader_status
     )
+    platform.platform_metrics.registry.register(
+        DriftMetrics(platform.deployments.drift.latest_per_deployment)
+    )
     routers = (
         jobs,
         experiments,
@@ -84,6 +89,7 @@ def create_app(
         metrics,
         models,
         deployments,
+        monitoring,
         users,
         learner,
         transfers,

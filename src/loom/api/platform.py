@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from loom.domain.accounts import admin_token_problem
+from loom.domain.environments import Plan
 from loom.domain.errors import ConfigError, PlatformError
 from loom.domain.resources import parse_memory
 from loom.hpo.service import Experiments
 from loom.launchers.base import Launcher
 from loom.launchers.confinement import SandboxPolicy
+from loom.lifecycle.environments import spec_section
 from loom.lifecycle.isolation import Isolation, decide, sandbox_policy, with_launcher
 from loom.lifecycle.leadership import Leadership
 from loom.lifecycle.manager import LifecycleManager
@@ -233,6 +236,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         ray,
         unconfined=isolation.replicas_unconfined,
         gpus=serving_gpus(settings),
+        detector=detector_environment(settings),
     )
     server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
     leadership = Leadership(
@@ -273,6 +277,16 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
             tds, settings.log_retention_days, settings.retention_interval_s
         )
     return platform
+
+
+def detector_environment(settings: Settings) -> tuple[str, dict[str, Any] | None]:
+    """How gateways run drift detectors: LOOM_MONITORING_PYTHON, or an environment of the
+    monitoring packages over the platform's own, built like a job's."""
+    if settings.monitoring_python:
+        return settings.monitoring_python, None
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    plan = Plan("monitoring", python, tuple(sorted(settings.monitoring_packages)))
+    return "", spec_section(plan, settings)
 
 
 def check_admin_token(settings: Settings) -> None:

@@ -17,6 +17,7 @@ from loom.cli import (
     jobs,
     kubernetes,
     models,
+    monitoring,
     pipelines,
     tokens,
     users,
@@ -82,6 +83,7 @@ app.command()(metrics)
 app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
+monitoring.register(deployments.app)
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(experiments.app, name="experiments")
 app.add_typer(pipelines.app, name="pipelines")

@@ -468,6 +468,36 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, JobLookupCalls):
         result: dict[str, Any] = response.json()
         return result
 
+    def deployment_drift(
+        self, name: str, limit: int = 100, since: float | None = None
+    ) -> dict[str, Any]:
+        """The deployment's last drift verdict and its windows, newest first."""
+        params: dict[str, Any] = {"limit": limit}
+        if since is not None:
+            params["since"] = since
+        response = self._request("GET", f"/v1/deployments/{name}/drift", params=params)
+        result: dict[str, Any] = response.json()
+        return result
+
+    def deployment_payloads(
+        self,
+        name: str,
+        *,
+        version: int | None = None,
+        limit: int = 100,
+        outliers: bool = False,
+        since: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Logged payloads (a sample), or the requests flagged as outliers, newest first."""
+        params: dict[str, Any] = {"limit": limit, "outliers": outliers}
+        if version is not None:
+            params["version"] = version
+        if since is not None:
+            params["since"] = since
+        response = self._request("GET", f"/v1/deployments/{name}/payloads", params=params)
+        found: list[dict[str, Any]] = response.json()["outliers" if outliers else "payloads"]
+        return found
+
     def delete_deployment(self, name: str) -> None:
         self._request("DELETE", f"/v1/deployments/{name}")
 

@@ -34,9 +34,11 @@ from loom.launchers.confinement import SandboxPolicy
 from loom.registry.models import ModelRegistry
 from loom.serving.canary import CanaryChange
 from loom.serving.canary import apply as apply_canary
+from loom.serving.drift import DriftHistory
 from loom.serving.environment import serving_env
 from loom.serving.formats import MAX_MLMODEL, NotServable, model_file, zip_entries
 from loom.serving.keys import DeploymentAccess
+from loom.serving.monitoring import REFERENCE_FILE, Monitoring
 from loom.serving.replicas import free_port
 from loom.serving.scaling import Scaling, columns, columns_of
 from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
@@ -61,8 +63,12 @@ class Deployments:
         ray: tuple[str, str] | None = None,
         unconfined: str | None = None,
         gpus: list[int] | None = None,
+        detector: tuple[str, dict[str, Any] | None] = ("", None),
     ) -> None:
         self.db = db
+        # how gateways run drift detectors: an interpreter, or an environment to build
+        self.detector = detector
+        self.drift = DriftHistory(db)
         self.gpus = gpus or []  # the GPUs of this machine replicas may be pinned to
         self.unconfined = unconfined  # why replicas could not be sandboxed here: none are made
         self.ray = ray  # (address, namespace): replicas on that Ray cluster's nodes
@@ -90,6 +96,7 @@ class Deployments:
         *,
         public: bool = False,
         grpc_port: int | None = None,
+        monitoring: Monitoring | None = None,
     ) -> dict[str, Any]:
         if self.unconfined is not None:
             raise Conflict(
@@ -98,6 +105,7 @@ class Deployments:
             )
         scaling = scaling.checked(self._gpu_count())
         version = self.registry.version(owner, model, ref)
+        _has_reference(version, monitoring)
         now = time.time()
         with self._lock, self.db.session() as session:
             taken = session.scalars(
@@ -116,6 +124,7 @@ class Deployments:
                 created_at=now,
                 updated_at=now,
                 public=public,
+                monitoring=monitoring.as_dict() if monitoring and monitoring.active else None,
                 **columns(scaling),
             )
             session.add(row)
@@ -163,6 +172,7 @@ class Deployments:
         *,
         public: bool | None = None,
         canary: CanaryChange | None = None,
+        monitoring: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """New scaling, batching or model version; the gateway rolls replicas over without
         dropping a request. Made public or private, it answers accordingly within a second.
@@ -184,6 +194,12 @@ class Deployments:
                     self._materialize(row, version)
             if public is not None:
                 row.public = public
+            if monitoring is not None:
+                changed = (Monitoring.of(row.monitoring) or Monitoring()).changed(monitoring)
+                _has_reference(
+                    self.registry.version(owner, row.model_name, str(row.model_version)), changed
+                )
+                row.monitoring = changed.as_dict() if changed.active else None
             if canary is not None:
                 if ref is not None:
                     raise InvalidInput(
@@ -238,6 +254,10 @@ class Deployments:
                 for r in rows
                 if version is None or version in (r.model_version, r.canary_version)
             ]
+
+    def folder_of(self, owner: str, name: str) -> Path:
+        """The deployment's folder (its payload log), for its owner."""
+        return self.folder(self._row(owner, name))
 
     def _row(self, owner: str, name: str, session: Session | None = None) -> Deployment:
         query = select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
@@ -320,6 +340,9 @@ class Deployments:
             "requests": status.get("requests", 0),
             "restarts": status.get("restarts", 0),
             "last_cold_start_s": status.get("last_cold_start_s"),
+            "monitoring": (
+                {**row.monitoring, "status": status.get("monitoring")} if row.monitoring else None
+            ),
             "created_at": row.created_at,
             "updated_at": row.updated_at,
         }
@@ -384,6 +407,9 @@ class Deployments:
             ray_address=self.ray[0] if self.ray else "",
             ray_namespace=self.ray[1] if self.ray else "loom",
             gpu_ids=[] if self.ray else list(self.gpus),
+            monitoring=row.monitoring,
+            monitor_python=self.detector[0],
+            monitor_environment=self.detector[1],
             **columns_of(row),
         )
 
@@ -480,6 +506,8 @@ class Deployments:
         now = time.monotonic()
         for row in rows:
             self._sync_access(row)
+            if row.monitoring:
+                self._take_drift(row)
             with self._lock:
                 if self._alive(row):
                     self._retries.pop(row.id, None)
@@ -516,6 +544,12 @@ class Deployments:
                 self._write_spec(row)
                 self._signal(row, signal.SIGTERM)
 
+    def _take_drift(self, row: Deployment) -> None:
+        try:
+            self.drift.ingest(row, self.folder(row))
+        except Exception:  # one deployment's bad file is not every one's
+            log.exception("deployment %s: drift windows not taken in", row.name)
+
     def _sync_access(self, row: Deployment) -> None:
         """Keys or the owner's tokens may have changed since the last tick."""
         if not self.folder(row).is_dir():
@@ -528,6 +562,20 @@ class Deployments:
     def _exists(self, deployment_id: str) -> bool:
         with self.db.session() as session:
             return session.get(Deployment, deployment_id) is not None
+
+
+def _has_reference(version: ModelVersion, monitoring: Monitoring | None) -> None:
+    """Drift and outliers are judged against the version's reference data: refuse to watch a
+    version that has none, saying how to give it one."""
+    if monitoring is None or not monitoring.detects:
+        return
+    if not any(entry["path"] == REFERENCE_FILE for entry in version.files):
+        what = "drift" if monitoring.drift else "outliers"
+        raise InvalidInput(
+            f"monitoring.{what}: version {version.version} has no reference data "
+            f"({REFERENCE_FILE}); call tracking.save_reference(X) in the training script",
+            field=f"monitoring.{what}",
+        )
 
 
 @contextlib.contextmanager

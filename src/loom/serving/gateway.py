@@ -37,6 +37,7 @@ from loom.serving.admission import Admission, Busy
 from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE
 from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
+from loom.serving.monitor import Monitor
 from loom.serving.observe import Histogram, RequestLog
 from loom.serving.replicas import (
     Generation,
@@ -93,6 +94,7 @@ class Gateway:
         self.message = ""
         self.stopping = asyncio.Event()
         self.log = RequestLog(folder / "requests.jsonl") if spec.request_log else None
+        self.monitor = Monitor.of(folder, spec)
         self.access = AccessList(folder / ACCESS)
         self.access.refresh(force=True)
         self.tls: ssl.SSLContext | None = None
@@ -166,13 +168,13 @@ class Gateway:
         started = time.monotonic()
         self.inflight += 1
         self.autoscaler.started(started)
-        status, replica_id = 502, None
+        status, replica_id, version = 502, None, None
         entered = False
         try:
             await self.admission.enter()
             entered = True
             response, replica = await self.send(request, started)
-            status, replica_id = response.status, replica.id
+            status, replica_id, version = response.status, replica.id, replica.version
             key = (replica.version, status)
             self.by_version[key] = self.by_version.get(key, 0) + 1
         except Busy as exc:
@@ -203,6 +205,8 @@ class Gateway:
                 request=request.body,
                 response=response.body,
             )
+        if self.monitor is not None:
+            self.monitor.observe(request, response, status, version, elapsed * 1000)
         return response
 
     async def send(self, request: Message, started: float) -> tuple[Message, Replica]:
@@ -411,6 +415,8 @@ class Gateway:
                     print(f"status not written: {exc}", file=sys.stderr, flush=True)
             if self.log is not None:
                 self.log.flush()
+            if self.monitor is not None:
+                self.monitor.tick()
             await asyncio.sleep(TICK_S)
 
     def reload(self) -> None:
@@ -433,11 +439,28 @@ class Gateway:
         elif not self.spec.request_log and self.log is not None:
             self.log.close()
             self.log = None
+        self.background(self._remonitor())
+
+    async def _remonitor(self) -> None:
+        """A new detector (and payload log) for new monitoring settings or versions."""
+        old = self.monitor
+        new = self.spec
+        if old is not None and _watched(old.spec) == _watched(new):
+            old.spec = new
+            return
+        self.monitor = None
+        if old is not None:
+            await old.stop()
+        self.monitor = Monitor.of(self.folder, self.spec)
+        if self.monitor is not None:
+            self.monitor.start()
 
     async def shutdown(self) -> None:
         self.stopping.set()
         await asyncio.gather(*(r.drain(self.spec.drain_timeout_s) for r in list(self.replicas)))
         self.replicas.clear()
+        if self.monitor is not None:
+            await self.monitor.stop()
         with contextlib.suppress(OSError):  # the folder may be gone with the deployment
             write_atomic(self.folder / STATUS, {**self.status(), "updated_at": time.time()})
         if self.log is not None:
@@ -484,10 +507,16 @@ class Gateway:
             "cold_starts": len(self.cold_starts),
             "last_cold_start_s": round(self.cold_starts[-1], 3) if self.cold_starts else None,
             "message": self.message,
+            "monitoring": self.monitor.status() if self.monitor is not None else None,
         }
 
     async def prometheus(self) -> bytes:
         return await gateway_metrics.prometheus(self)
+
+
+def _watched(spec: DeploymentSpec) -> tuple[object, ...]:
+    """What a monitor is made for: a change of it starts a new one."""
+    return (spec.monitoring, spec.model_dir, spec.canary_model_dir, spec.canary_version)
 
 
 def _answer(status: int, body: bytes) -> Message:
@@ -534,6 +563,8 @@ async def run(folder: Path) -> None:
     scheme = "https" if gateway.tls else "http"
     grpc_at = f" and gRPC {spec.host}:{gateway.grpc_port}" if grpc_server else ""
     print(f"deployment {spec.name!r} at {scheme}://{spec.host}:{gateway.port}{grpc_at}", flush=True)
+    if gateway.monitor is not None:
+        gateway.monitor.start()
     control = asyncio.create_task(gateway.control())
     await gateway.stopping.wait()
     server.close()

@@ -62,6 +62,8 @@ async def prometheus(gateway: Gateway) -> bytes:
         _counter("loom_deployment_replica_restarts", "Replicas replaced", name, gateway.restarts),
         _gauge("loom_deployment_cold_start_seconds", "The last cold start", name, last),
     ]
+    if gateway.monitor is not None:
+        own.extend(gateway.monitor.families(name))
     return render(own + relabelled(await _replica_metrics(gateway, name)))
 
 

@@ -12,8 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
+from loom.api.routers.monitoring import MonitoringIn
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
+from loom.serving.monitoring import Monitoring
 from loom.serving.scaling import Scaling
 from loom.serving.tryout import metadata, stats, try_request
 
@@ -54,6 +56,7 @@ class DeploymentIn(ScalingIn):
         default=None, description="the V2 gRPC endpoint's port; default: a free one"
     )
     public: bool = Field(default=False, description="answer without a token")
+    monitoring: MonitoringIn | None = None
 
 
 class DeploymentPatch(ScalingIn):
@@ -67,6 +70,7 @@ class DeploymentPatch(ScalingIn):
     canary_percent: Annotated[float, Field(ge=0, le=100)] | None = None
     promote: bool = Field(default=False, description="the canary becomes the version served")
     rollback: bool = Field(default=False, description="the canary is removed")
+    monitoring: MonitoringIn | None = None
 
     def canary_change(self) -> CanaryChange | None:
         given = self.canary is not None or self.canary_percent is not None
@@ -99,6 +103,7 @@ def create(body: DeploymentIn, loom: PlatformDep, user: UserDep, audit: AuditDep
         body.port,
         public=body.public,
         grpc_port=body.grpc_port,
+        monitoring=Monitoring().changed(body.monitoring.given()) if body.monitoring else None,
     )
     audit("deployment.create", body.name, model=body.model, version=str(body.version))
     return shown(view)
@@ -123,7 +128,10 @@ def update(
     changes = body.scaling()
     ref = None if body.version is None else str(body.version)
     canary = body.canary_change()
-    view = loom.deployments.update(user.id, name, changes, ref, public=body.public, canary=canary)
+    monitoring = body.monitoring.given() if body.monitoring is not None else None
+    view = loom.deployments.update(
+        user.id, name, changes, ref, public=body.public, canary=canary, monitoring=monitoring
+    )
     said = {} if canary is None else {"canary": _said(canary)}
     audit("deployment.update", name, version=ref, public=body.public, **changes, **said)
     return shown(view)

@@ -1,0 +1,255 @@
+"""A deployment's drift and outlier detector, `python -m loom.serving.detector CONFIG`: a
+process of its own, run by the gateway in an environment that holds Alibi Detect (never in
+Loom's core install), confined like a replica.
+
+It reads requests from stdin (a JSON header line `{"id", "version", "time", "n"}`, then `n`
+bytes of the request's body: V1 `instances`/`inputs` or V2 `inputs`), turns each into samples
+shaped like the version's reference data (`reference.npz`, from `tracking.save_reference`), and
+writes what it finds to stdout, one JSON object a line:
+
+- `{"type": "outlier", ...}` for a request with a sample beyond the outlier threshold
+  (Alibi Detect's Mahalanobis detector, fitted on half the reference and its threshold set on
+  the other half at the configured false-positive rate);
+- `{"type": "window", ...}` each time `window` samples of a version were seen: Alibi Detect's
+  feature-wise Kolmogorov-Smirnov test (Bonferroni over features) against the reference; for
+  images and other inputs of more than one axis, the test runs on a learned embedding (PCA
+  fitted on the reference) rather than on raw pixels;
+- `{"type": "ready"}` once the detectors are fitted, `{"type": "problem"}` for what it skips.
+
+The statistics are the library's; this module only shapes data and reports.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+
+EMBEDDING_DIMS = 16  # components kept when inputs are images (or any tensor of > 1 axis)
+
+
+@dataclass
+class Config:
+    references: dict[str, str]  # version → path of its reference.npz
+    drift: bool = True
+    outliers: bool = True
+    window: int = 500
+    p_value: float = 0.05
+    outlier_fpr: float = 0.001
+
+
+@dataclass
+class VersionDetector:
+    """One version's reference and what Alibi Detect fitted on it, and its open window."""
+
+    version: str
+    reference: np.ndarray
+    feature_names: list[str]
+    drift: Any = None
+    outlier: Any = None
+    embed: Any = None  # samples → what the tests see (flattened and projected for images)
+    kind: str = "features"
+    window: list[np.ndarray] = field(default_factory=list)
+    seen: int = 0
+    since: float = 0.0
+    outliers_in_window: int = 0
+
+
+def load_reference(path: str) -> tuple[np.ndarray, list[str]]:
+    """The reference samples and feature names; never unpickled (allow_pickle is off)."""
+    with np.load(path, allow_pickle=False) as data:
+        x = np.asarray(data["x"], dtype=np.float32)
+        names = [str(n) for n in data["feature_names"]] if "feature_names" in data else []
+    if x.ndim == 1:
+        x = x[:, None]
+    if not names and x.ndim == 2:
+        names = [f"feature_{i}" for i in range(x.shape[1])]
+    return x, names
+
+
+def fit(version: str, path: str, config: Config) -> VersionDetector:
+    from alibi_detect.cd import KSDrift
+
+    x, names = load_reference(path)
+    found = VersionDetector(version, x, names)
+    flat = x.reshape(len(x), -1)
+    if x.ndim > 2:  # an image: test a learned embedding, not thousands of pixels
+        from sklearn.decomposition import PCA
+
+        dims = min(EMBEDDING_DIMS, flat.shape[1], max(len(flat) - 1, 1))
+        pca = PCA(n_components=dims, random_state=0).fit(flat)
+        found.embed = lambda s: pca.transform(s.reshape(len(s), -1)).astype(np.float32)
+        found.kind = f"embedding (PCA, {dims} components)"
+        found.feature_names = [f"component_{i}" for i in range(dims)]
+    else:
+        found.embed = lambda s: s.reshape(len(s), -1)
+    tested = found.embed(x)
+    if config.drift:
+        found.drift = KSDrift(tested, p_val=config.p_value, correction="bonferroni")
+    if config.outliers and len(tested) >= 4:
+        from alibi_detect.od._mahalanobis import Mahalanobis
+
+        half = len(tested) // 2
+        found.outlier = Mahalanobis(device="cpu")
+        found.outlier.fit(tested[:half])
+        held_out = tested[half:]  # the library needs fpr above 1/n of the samples it is set on
+        fpr = max(config.outlier_fpr, 1.5 / len(held_out))
+        found.outlier.infer_threshold(held_out, fpr=fpr)
+    return found
+
+
+def samples(body: bytes, like: np.ndarray) -> np.ndarray:
+    """The request's samples, shaped as the reference's; ValueError if it has none such."""
+    document = json.loads(body)
+    if not isinstance(document, dict):
+        raise ValueError("the request is not a JSON object")
+    if "instances" in document:
+        data: Any = document["instances"]
+    elif isinstance(document.get("inputs"), list) and _v2(document["inputs"]):
+        tensor = document["inputs"][0]
+        data = np.asarray(tensor["data"], dtype=np.float32).reshape(tensor["shape"])
+    elif "inputs" in document:
+        data = document["inputs"]
+    else:
+        raise ValueError("no instances or inputs")
+    array = np.asarray(data, dtype=np.float32)
+    per_sample = int(np.prod(like.shape[1:]))
+    if array.size == 0 or array.size % per_sample:
+        raise ValueError(f"inputs of {array.size} values do not make samples of {like.shape[1:]}")
+    return array.reshape(-1, *like.shape[1:])
+
+
+def _v2(inputs: list[Any]) -> bool:
+    return bool(inputs) and isinstance(inputs[0], dict) and "data" in inputs[0]
+
+
+class Detector:
+    def __init__(self, config: Config, out: IO[str]) -> None:
+        self.config = config
+        self.out = out
+        self.versions: dict[str, VersionDetector] = {}
+        self.problems: dict[str, int] = {}
+        self.run = uuid.uuid4().hex[:8]  # window keys: unique across restarts
+        self.windows = 0
+
+    def say(self, **record: Any) -> None:
+        self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.out.flush()
+
+    def start(self) -> None:
+        for version, path in self.config.references.items():
+            try:
+                self.versions[version] = fit(version, path, self.config)
+            except (OSError, KeyError, ValueError) as exc:
+                self.say(type="problem", version=version, message=f"no reference: {exc}")
+        self.say(
+            type="ready",
+            versions={
+                v: {"kind": d.kind, "features": d.feature_names, "reference": len(d.reference)}
+                for v, d in self.versions.items()
+            },
+        )
+
+    def observe(self, header: dict[str, Any], body: bytes) -> None:
+        found = self.versions.get(str(header.get("version")))
+        if found is None:
+            return
+        try:
+            x = samples(body, found.reference)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self.problem(str(exc))
+            return
+        tested = found.embed(x)
+        if found.outlier is not None:
+            self.flag(found, header, tested)
+        if found.drift is not None:
+            if not found.window:
+                found.since = float(header.get("time") or time.time())
+            found.window.append(tested)
+            found.seen += len(tested)
+            if found.seen >= self.config.window:
+                self.close_window(found, float(header.get("time") or time.time()))
+
+    def flag(self, found: VersionDetector, header: dict[str, Any], tested: np.ndarray) -> None:
+        result = found.outlier.predict(tested)["data"]
+        flagged = np.asarray(result["is_outlier"]).astype(bool)
+        if flagged.any():
+            found.outliers_in_window += 1
+            scores = np.asarray(result["instance_score"], dtype=float)
+            self.say(
+                type="outlier",
+                id=header.get("id"),
+                version=found.version,
+                time=header.get("time"),
+                score=round(float(scores[flagged].max()), 6),
+                threshold=round(float(result["threshold"]), 6),
+                samples=[int(i) for i in np.flatnonzero(flagged)],
+            )
+
+    def close_window(self, found: VersionDetector, until: float) -> None:
+        x = np.concatenate(found.window)
+        result = found.drift.predict(x, return_p_val=True, return_distance=True)["data"]
+        p_values = np.atleast_1d(np.asarray(result["p_val"], dtype=float))
+        distances = np.atleast_1d(np.asarray(result["distance"], dtype=float))
+        threshold = float(result["threshold"])
+        drifted = [n for n, p in zip(found.feature_names, p_values, strict=False) if p < threshold]
+        self.windows += 1
+        self.say(
+            type="window",
+            key=f"{self.run}-{self.windows}",
+            version=found.version,
+            since=found.since,
+            until=until,
+            drift=bool(result["is_drift"]),
+            p_value=float(p_values.min()),
+            score=float(distances.max()),
+            features=drifted,
+            size=len(x),
+            outliers=found.outliers_in_window,
+            detail={
+                "test": "Kolmogorov-Smirnov per feature (alibi-detect KSDrift), Bonferroni",
+                "on": found.kind,
+                "threshold": threshold,
+                "p_values": dict(zip(found.feature_names, p_values.tolist(), strict=False)),
+                "distances": dict(zip(found.feature_names, distances.tolist(), strict=False)),
+            },
+        )
+        found.window, found.seen, found.outliers_in_window = [], 0, 0
+
+    def problem(self, message: str) -> None:
+        count = self.problems.get(message, 0) + 1
+        self.problems[message] = count
+        if count in (1, 100, 10_000):  # said, not once per request
+            self.say(type="problem", message=message, count=count)
+
+
+def serve(source: IO[bytes], detector: Detector) -> None:
+    while True:
+        line = source.readline()
+        if not line:
+            return
+        try:
+            header = json.loads(line)
+            body = source.read(int(header["n"]))
+        except (ValueError, KeyError, TypeError):
+            detector.problem("a frame the detector could not read")
+            continue
+        detector.observe(header, body)
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m loom.serving.detector CONFIG_JSON")
+    config = Config(**json.loads(sys.argv[1]))
+    detector = Detector(config, sys.stdout)
+    detector.start()
+    serve(sys.stdin.buffer, detector)
+
+
+if __name__ == "__main__":
+    main()
