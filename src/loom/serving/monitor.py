@@ -222,7 +222,7 @@ class Monitor:
         if self.spec.monitor_environment:
             extra.add(str(self.spec.monitor_environment["root"]))
         else:
-            extra.add(str(Path(python).resolve().parent.parent))
+            extra.add(str(Path(python).parent.parent))  # the venv, not what its link names
         return {**section, "read_only": sorted({*section["read_only"], *extra})}
 
     def _heard(self, line: bytes) -> None:
