@@ -29,9 +29,10 @@ def send(url: str, token: str, rows: np.ndarray[Any, Any]) -> None:
 
 
 def test_drift_outliers_and_payloads(monitored_server: Server, tabular_zip: bytes) -> None:
-    """Five windows of reference traffic: no drift; then one shifted window: drift naming the
-    feature; an outlier request: flagged with its body; about half the requests' payloads kept,
-    none holding the token; the platform's /metrics carries the drift gauge."""
+    """Five windows of reference traffic: no drift, and a drift-triggered schedule starts
+    nothing; one shifted window: drift naming the feature, and the schedule starts a run; an
+    outlier request: flagged with its body; about half the payloads kept, none holding the
+    token; the platform's /metrics carries the drift gauge."""
     with monitored_server.client() as admin:
         token = admin.add_user("watcher")["token"]
     with LoomClient(monitored_server.url, token) as loom:
@@ -41,6 +42,10 @@ def test_drift_outliers_and_payloads(monitored_server: Server, tabular_zip: byte
         loom.deploy("tab", "tabular", monitoring=monitoring)
         view = loom.wait_deployment("tab", timeout=120)
         assert view["monitoring"]["window"] == WINDOW
+        retrain = {"name": "retrain", "steps": [{"name": "say", "kind": "shell",
+                                                 "command": "echo retraining"}]}  # fmt: skip
+        trigger = {"drift": {"deployment": "tab", "cooldown_s": 0}}
+        loom.schedule_pipeline(retrain, "on-drift", "", trigger=trigger)
         eventually(lambda: _state(loom) == "watching", timeout=300)
         url = view["urls"]["v2_infer"]
         rng = np.random.default_rng(7)
@@ -50,6 +55,7 @@ def test_drift_outliers_and_payloads(monitored_server: Server, tabular_zip: byte
         quiet = loom.deployment_drift("tab")
         assert [w["drift"] for w in quiet["history"]] == [False] * 5
         assert quiet["drift"] is False and quiet["window"] == WINDOW
+        assert loom.pipeline_runs("retrain") == []  # no drift: the trigger did not fire
 
         for _ in range(WINDOW // PER_REQUEST):
             rows = rng.normal(size=(PER_REQUEST, 4)).astype(np.float32)
@@ -59,6 +65,10 @@ def test_drift_outliers_and_payloads(monitored_server: Server, tabular_zip: byte
         drifted = loom.deployment_drift("tab")
         assert drifted["drift"] is True and drifted["features"] == ["c"]
         assert drifted["version"] == 1 and drifted["p_value"] < 0.01 / 4
+        eventually(lambda: loom.pipeline_runs("retrain"), timeout=60)  # the drift trigger fired
+        assert loom.pipeline_runs("retrain")[0]["schedule"] == "on-drift"
+        schedule = loom.pipeline_schedule("on-drift")
+        assert schedule["runs"] == 1 and "drifted (c)" in schedule["triggered_by"]
 
         send(url, token, np.array([[9.0, -9.0, 9.0, -9.0]], dtype=np.float32))
         eventually(lambda: loom.deployment_payloads("tab", outliers=True), timeout=60)
