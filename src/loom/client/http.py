@@ -413,6 +413,14 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, JobLookupCalls):
         result: dict[str, Any] = self._request("GET", f"/v1/models/{name}/versions/{ref}").json()
         return result
 
+    def factsheet(self, name: str, ref: str = "latest", markdown: bool = False) -> Any:
+        """The version's factsheet: a dict, or (`markdown`) a Markdown document."""
+        params = {"format": "markdown" if markdown else "json"}
+        response = self._request(
+            "GET", f"/v1/models/{name}/versions/{ref}/factsheet", params=params
+        )
+        return response.text if markdown else response.json()
+
     def best_model(self, name: str, metric: str, mode: str = "max") -> dict[str, Any]:
         params = {"metric": metric, "mode": mode}
         result: dict[str, Any] = self._request(

@@ -51,6 +51,7 @@ from loom.lifecycle.scheduler import allocate_devices
 from loom.lifecycle.ticker import Ticker
 from loom.lifecycle.workspace import Workspace, api_certificates
 from loom.observability import PlatformMetrics
+from loom.registry import evaluations
 from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
@@ -292,6 +293,9 @@ class LifecycleManager:
             version = self.registry.register(job, json.loads(job.manifest), results, metrics)
             if version is not None:
                 message += f"; registered model version {version.version}"
+            evaluated = evaluations.record_from(self.db, job, results)
+            if evaluated:
+                message += f"; recorded evaluations: {', '.join(evaluated)}"
         except Exception:  # a registry failure must not stop the lifecycle, nor the job
             log.exception("registering the model of job %s failed", job_id)
             message += "; its model could not be registered (see the platform log)"
