@@ -19,7 +19,7 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[torch,s3,onnx,postgres,ray,kubernetes,dev,xgboost]'
+	$(PIP) install -e '.[torch,s3,onnx,postgres,ray,kubernetes,dev,xgboost,explain]'
 	touch $@ $(VENV)/.demo-installed
 
 # Learners run in a bubblewrap sandbox when the platform runs as root (Debian's package);

@@ -15,6 +15,7 @@ import sys
 import time
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,8 @@ def package_sources() -> dict[str, str]:
         words = ",".join(value.strip().strip("'\"").split())
         if key.endswith(".extra-index-url") and words:
             settings["LOOM_ENVIRONMENTS_EXTRA_INDEX_URLS"] = words
+            # pip takes the best version from any of its indexes; uv, the first that has it
+            settings["LOOM_ENVIRONMENTS_INDEX_STRATEGY"] = "unsafe-best-match"
         if key.endswith(".find-links") and words:
             settings["LOOM_ENVIRONMENTS_FIND_LINKS"] = words
     return settings
@@ -182,6 +185,7 @@ class Server:
         if _current_test and not _current_test[-1].get_closest_marker("integration"):
             pytest.fail(f"{_current_test[-1].nodeid} starts a platform: mark it integration")
         self.home.mkdir(parents=True, exist_ok=True)
+        first = self.process is None
         out = self.log.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", self.module, "--port", str(self.port)],
@@ -191,14 +195,23 @@ class Server:
         )
         deadline = time.monotonic() + 90  # a loaded machine (tests in parallel) starts slowly
         while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                said = self.log.read_text()
+                if first and "address already in use" in said.lower():
+                    # Another test, in another worker, took the free port first: another one.
+                    self.process = None
+                    self.port = free_port()
+                    self.url = f"http://127.0.0.1:{self.port}"
+                    return self.start()
+                raise RuntimeError(f"server exited: {said}")
+            # A bare connection first: an HTTP client per try costs more than the wait itself.
             try:
-                with LoomClient(self.url, None, timeout=1) as probe:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                with LoomClient(self.url, None, timeout=10) as probe:
                     probe.health()
                 return self
-            except ClientError:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {self.log.read_text()}") from None
-                time.sleep(0.1)
+            except (OSError, ClientError):
+                time.sleep(0.05)
         raise RuntimeError("server did not start")
 
     @property
@@ -257,6 +270,44 @@ def tenant(shared_server: Server, request: pytest.FixtureRequest) -> Iterator[Lo
 
 
 _tenants = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A user of its own on the module's shared platform: what a test that needs no platform of
+    its own uses of a `Server` (its URL, its home, a client), signed in as that user."""
+
+    platform: Server
+    name: str
+    token: str
+
+    @property
+    def url(self) -> str:
+        return self.platform.url
+
+    @property
+    def home(self) -> Path:
+        return self.platform.home
+
+    @property
+    def database_url(self) -> str:
+        return self.platform.database_url
+
+    @property
+    def log(self) -> Path:
+        return self.platform.log
+
+    def client(self, token: str | None = None) -> LoomClient:
+        return LoomClient(self.url, token or self.token)
+
+
+@pytest.fixture
+def seat(shared_server: Server, request: pytest.FixtureRequest) -> Seat:
+    """A new user, named after the test, on the module's shared platform."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name)[:40] + f"-{next(_tenants)}"
+    with shared_server.client() as admin:
+        token = admin.add_user(name)["token"]
+    return Seat(shared_server, name, token)
 
 
 def stop_deployments(home: Path) -> None:

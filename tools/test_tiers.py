@@ -47,7 +47,12 @@ def pytest_tier(name: str, args: list[str], *, parallel: bool, **env: str) -> Ti
     report = REPORTS / f"{name}.xml"
     command = [str(BIN / "pytest"), "-p", "no:cacheprovider", f"--junitxml={report}", "-q"]
     if parallel:
-        command += ["-n", _workers(), "--dist", "loadgroup"]
+        command += [
+            "-n",
+            _workers(),
+            "--dist",
+            "loadscope",
+        ]  # a module on one worker: its shared platform starts once
     return Tier(name, [command + args], env, report)
 
 
@@ -61,7 +66,7 @@ def tiers(which: str) -> list[Tier]:
             [str(BIN / "mypy")],
         ],
     )
-    unit = pytest_tier("unit", ["-m", "not integration"], parallel=False)
+    unit = pytest_tier("unit", ["-m", "not integration"], parallel=True)
     if which == "check":
         return [static, unit]
     return [

@@ -25,6 +25,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from loom import tracking
+from serving import export_image_model
 
 
 def digits_cnn() -> keras.Model:
@@ -155,6 +156,8 @@ def main() -> None:
         target = tracking.save_keras_model(
             model, x_test[:1], input_names=("image",), output_names=("logits",)
         )
+        # The SavedModel takes encoded images (TF Serving's {"b64": …}); model.onnx, tensors
+        export_image_model(model, target / "saved_model")
         print(f"test accuracy: {test_accuracy:.4f}")
         print(f"model saved to {target}", flush=True)
     # Leave together: the others wait here for the chief to have saved; a second later (time

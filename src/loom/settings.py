@@ -168,6 +168,12 @@ class Settings(BaseSettings):
     environments_find_links: Names = Field(
         default_factory=list, description="folders or pages of wheels, searched too"
     )
+    environments_index_strategy: Literal["first-index", "unsafe-best-match"] = Field(
+        default="first-index",
+        description="first-index: a package comes from the first index that has it (a "
+        "squatter on a later index cannot shadow it); unsafe-best-match: the best version "
+        "from any index, as pip does, for indexes the admin trusts alike (e.g. local mirrors)",
+    )
     environments_source_builds: bool = Field(
         default=False,
         description="let environments build packages from source (that runs the package's "

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Server, make_zip, manifest, wait_for_state
+from tests.conftest import Seat, Server, make_zip, manifest, wait_for_state
 from tests.s3 import Proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]
@@ -38,7 +38,7 @@ def store_yaml(endpoint: str, key: str, secret: str, data: str, results: str) ->
     )
 
 
-def test_job_reads_its_bucket_and_stores_results_under_its_id(server: Server, s3: Any) -> None:
+def test_job_reads_its_bucket_and_stores_results_under_its_id(seat: Seat, s3: Any) -> None:
     """DATA_DIR holds the bucket's files; RESULT_DIR lands in the results bucket under the id."""
     data, results = buckets(s3, "data", "results")
     client = s3.client()
@@ -48,7 +48,7 @@ def test_job_reads_its_bucket_and_stores_results_under_its_id(server: Server, s3
         'cat "$DATA_DIR/train/a.csv" "$DATA_DIR/labels.txt" && echo done > "$RESULT_DIR/out.txt"'
     )
     text = manifest(command) + store_yaml(s3.endpoint, s3.key, s3.secret, data, results)
-    with server.client() as loom:
+    with seat.client() as loom:
         job_id = loom.submit(text, make_zip({"a": ""}))
         job = wait_for_state(loom, job_id, FINAL, timeout=90)
         assert job["state"] == "COMPLETED", job
@@ -60,13 +60,13 @@ def test_job_reads_its_bucket_and_stores_results_under_its_id(server: Server, s3
     assert s3.secret not in shown
 
 
-def test_wrong_password_fails_with_s302_and_is_never_shown(server: Server, s3: Any) -> None:
+def test_wrong_password_fails_with_s302_and_is_never_shown(seat: Seat, s3: Any) -> None:
     """Refused credentials fail the job at DOWNLOADING with S302 naming store and bucket; the
-    password appears in no API response, log line, CLI output, server log or learner env."""
+    password appears in no API response, log line, CLI output, seat log or learner env."""
     data, results = buckets(s3, "data", "results")
     password = "not-the-secret-" + uuid.uuid4().hex
     text = manifest("env") + store_yaml(s3.endpoint, s3.key, password, data, results)
-    with server.client() as loom:
+    with seat.client() as loom:
         job_id = loom.submit(text, make_zip({"a": ""}))
         job = wait_for_state(loom, job_id, FINAL, timeout=90)
         assert (job["state"], job["error_code"]) == ("FAILED", "S302"), job
@@ -75,41 +75,41 @@ def test_wrong_password_fails_with_s302_and_is_never_shown(server: Server, s3: A
         answers = [json.dumps(job), json.dumps(loom.jobs()), json.dumps(loom.logs(job_id))]
     cli = subprocess.run(
         [sys.executable, "-m", "loom", "show", job_id, "--json"],
-        env={**os.environ, "LOOM_HOME": str(server.home)},
+        env={**os.environ, "LOOM_HOME": str(seat.home)},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     answers.append(cli.stdout + cli.stderr)
-    answers.append(server.log.read_text())
+    answers.append(seat.log.read_text())
     answers += [
-        p.read_text(errors="replace") for p in (server.home / "jobs").rglob("*") if p.is_file()
+        p.read_text(errors="replace") for p in (seat.home / "jobs").rglob("*") if p.is_file()
     ]
     for text_seen in answers:
         assert password not in text_seen
 
 
-def test_credentials_never_reach_the_learner_environment(server: Server, s3: Any) -> None:
+def test_credentials_never_reach_the_learner_environment(seat: Seat, s3: Any) -> None:
     """A learner of a job with a data store sees neither the access key's secret in its env."""
     data, results = buckets(s3, "data", "results")
     s3.client().put_object(Bucket=data, Key="x", Body=b"x")
     probe = f"import os\nprint(any({s3.secret!r} in v for v in os.environ.values()))\n"
     text = manifest("python probe.py") + store_yaml(s3.endpoint, s3.key, s3.secret, data, results)
-    with server.client() as loom:
+    with seat.client() as loom:
         job_id = loom.submit(text, make_zip({"probe.py": probe}))
         wait_for_state(loom, job_id, FINAL, timeout=90)
         assert [x["line"] for x in loom.logs(job_id)] == ["False"]
 
 
-def test_missing_bucket_fails_with_s302(server: Server, s3: Any) -> None:
+def test_missing_bucket_fails_with_s302(seat: Seat, s3: Any) -> None:
     """A bucket that does not exist is named in the failure."""
     (results,) = buckets(s3, "results")
     text = manifest("true") + store_yaml(s3.endpoint, s3.key, s3.secret, "no-such-bucket", results)
-    with server.client() as loom:
+    with seat.client() as loom:
         job = wait_for_state(loom, loom.submit(text, make_zip({"a": ""})), FINAL, timeout=60)
     assert (job["state"], job["error_code"]) == ("FAILED", "S302")
     assert "no-such-bucket" in job["status_message"] and "does not exist" in job["status_message"]
 
 
-def test_store_down_during_storing_is_retried(server: Server, s3: Any) -> None:
+def test_store_down_during_storing_is_retried(seat: Seat, s3: Any) -> None:
     """The results store is unreachable when the learner finishes; the upload is retried and
     the results arrive once it is back."""
     data, results = buckets(s3, "data", "results")
@@ -118,7 +118,7 @@ def test_store_down_during_storing_is_retried(server: Server, s3: Any) -> None:
     endpoint = f"http://127.0.0.1:{proxy.port}"
     command = "sleep 4 && echo kept > $RESULT_DIR/out.txt"  # the store goes down before
     text = manifest(command) + store_yaml(endpoint, s3.key, s3.secret, data, results)
-    with server.client() as loom:
+    with seat.client() as loom:
         job_id = loom.submit(text, make_zip({"a": ""}))
         wait_for_state(loom, job_id, {"PROCESSING"}, timeout=60)
         proxy.down()

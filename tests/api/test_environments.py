@@ -14,6 +14,7 @@ from loom.domain.manifest import parse_manifest
 from loom.lifecycle.environments import plan_for, spec_section
 from loom.settings import Settings
 from tests.conftest import (
+    Seat,
     Server,
     database_free,
     eventually,
@@ -49,10 +50,10 @@ def shown(client: LoomClient, job_id: str) -> dict[str, str]:
     return dict(json.loads(printed[-1]))
 
 
-def test_pip_package_is_installed_once_and_reused(server: Server) -> None:
+def test_pip_package_is_installed_once_and_reused(seat: Seat) -> None:
     """A package not in Loom's own Python is importable; a second job with the same
     declaration reuses the environment (its build log says so) and builds nothing."""
-    with server.client() as client:
+    with seat.client() as client:
         with pytest.raises(ImportError):
             __import__("tabulate")  # not in the platform's own environment
         first = run(client, {}, "{pip: [tabulate==0.8.10]}")
@@ -72,9 +73,9 @@ def test_pip_package_is_installed_once_and_reused(server: Server) -> None:
         assert shown(client, second)["file"] == shown(client, first)["file"]
 
 
-def test_conflicting_versions_run_side_by_side(server: Server) -> None:
+def test_conflicting_versions_run_side_by_side(seat: Seat) -> None:
     """Two jobs pinning different versions of one package both run, each with its own."""
-    with server.client() as client:
+    with seat.client() as client:
         old = run(client, {}, "{pip: [tabulate==0.8.10]}")
         new = run(client, {}, "{pip: [tabulate==0.10.0]}")
         for job_id, version in ((old, "0.8.10"), (new, "0.10.0")):
@@ -83,8 +84,8 @@ def test_conflicting_versions_run_side_by_side(server: Server) -> None:
             assert shown(client, job_id)["version"] == version
 
 
-def test_requirements_file_in_the_code(server: Server) -> None:
-    with server.client() as client:
+def test_requirements_file_in_the_code(seat: Seat) -> None:
+    with seat.client() as client:
         files = {"requirements.txt": "# what this job needs\n\ntabulate==0.10.0  # tables\n"}
         job_id = run(client, files, "{requirements: requirements.txt}")
         job = wait_for_state(client, job_id, FINAL, timeout=120)
@@ -92,8 +93,8 @@ def test_requirements_file_in_the_code(server: Server) -> None:
         assert shown(client, job_id)["version"] == "0.10.0"
 
 
-def test_wrong_package_fails_the_job_with_the_installers_message(server: Server) -> None:
-    with server.client() as client:
+def test_wrong_package_fails_the_job_with_the_installers_message(seat: Seat) -> None:
+    with seat.client() as client:
         job_id = run(client, {}, "{pip: [loom-no-such-package-anywhere==1.0]}")
         job = wait_for_state(client, job_id, FINAL, timeout=120)
     assert job["state"] == "FAILED", job
@@ -104,7 +105,7 @@ def test_wrong_package_fails_the_job_with_the_installers_message(server: Server)
     assert "Traceback" not in message
 
 
-def test_the_environment_is_read_only_to_the_job(server: Server) -> None:
+def test_the_environment_is_read_only_to_the_job(seat: Seat) -> None:
     """A job cannot change what the next job with the same declaration will run."""
     plant = (
         "import tabulate, pathlib\n"
@@ -115,7 +116,7 @@ def test_the_environment_is_read_only_to_the_job(server: Server) -> None:
         "except OSError as exc:\n"
         "    print('REFUSED', type(exc).__name__)\n"
     )
-    with server.client() as client:
+    with seat.client() as client:
         text = manifest("python plant.py", environment="{pip: [tabulate==0.8.10]}")
         job_id = client.submit(text, make_zip({"plant.py": plant}))
         job = wait_for_state(client, job_id, FINAL, timeout=120)
@@ -162,18 +163,18 @@ def test_bad_environment_refused_at_submission(
         assert client.jobs()["jobs"] == []  # nothing stored
 
 
-def test_a_job_waits_for_a_build_under_way_and_says_so(server: Server) -> None:
+def test_a_job_waits_for_a_build_under_way_and_says_so(seat: Seat) -> None:
     """While another builder holds the environment's lock, the job shows why it waits; then it
     runs in what that builder made."""
     text = manifest("python show.py", environment="{pip: [tabulate==0.10.0, toolz]}")
     code = make_zip({"show.py": SHOW})
     sources = {k.removeprefix("LOOM_").lower(): v for k, v in package_sources().items()}
-    settings = Settings(home=server.home, **sources)
+    settings = Settings(home=seat.home, **sources)
     section = spec_section(plan_for(parse_manifest(text), code), settings)
     assert section is not None
     root = Path(section["root"])
     root.mkdir(parents=True, exist_ok=True)
-    with (root / f"{section['digest']}.lock").open("a+b") as lock, server.client() as client:
+    with (root / f"{section['digest']}.lock").open("a+b") as lock, seat.client() as client:
         fcntl.flock(lock, fcntl.LOCK_EX)  # as a builder on this machine would
         job_id = client.submit(text, code)
         waiting = eventually(
@@ -192,18 +193,18 @@ def test_a_job_waits_for_a_build_under_way_and_says_so(server: Server) -> None:
     assert any(" built in " in line for line in said), said  # nobody had: this one did
 
 
-def test_halting_a_job_that_waits_for_its_environment(server: Server) -> None:
+def test_halting_a_job_that_waits_for_its_environment(seat: Seat) -> None:
     """A halt does not wait for a build: the job ends HALTED at once."""
     text = manifest("python show.py", environment="{pip: [tabulate==0.10.0, toolz==1.1.0]}")
     code = make_zip({"show.py": SHOW})
     sources = {k.removeprefix("LOOM_").lower(): v for k, v in package_sources().items()}
     section = spec_section(
-        plan_for(parse_manifest(text), code), Settings(home=server.home, **sources)
+        plan_for(parse_manifest(text), code), Settings(home=seat.home, **sources)
     )
     assert section is not None
     root = Path(section["root"])
     root.mkdir(parents=True, exist_ok=True)
-    with (root / f"{section['digest']}.lock").open("a+b") as lock, server.client() as client:
+    with (root / f"{section['digest']}.lock").open("a+b") as lock, seat.client() as client:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a build that never ends
         job_id = client.submit(text, code)
         eventually(

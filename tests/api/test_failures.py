@@ -13,6 +13,7 @@ from loom.client import LoomClient
 from loom.store import users as user_rows
 from loom.store.db import Database
 from tests.conftest import (
+    Seat,
     Server,
     database_free,
     eventually,
@@ -51,10 +52,10 @@ def lines_of(client: LoomClient, job_id: str) -> list[str]:
     return [x["line"] for x in client.logs(job_id, pagesize=10_000)]
 
 
-def test_halt_then_resume_continues_from_the_checkpoint(server: Server) -> None:
+def test_halt_then_resume_continues_from_the_checkpoint(seat: Seat) -> None:
     """Halt stops the learners within the grace period; resume starts them again with the same
     CHECKPOINT_DIR, and the epoch counter goes on rather than starting from 0."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = epochs_job(client, epochs=12, pause=0.25)
         while sum("epoch" in line for line in lines_of(client, job_id)) < 3:
             time.sleep(0.05)
@@ -99,15 +100,15 @@ def host_pid(job_id: str, rank: int) -> int:
     raise AssertionError(f"no learner of rank {rank} of {job_id} is running")
 
 
-def test_killed_learner_restarts_the_gang(server: Server) -> None:
+def test_killed_learner_restarts_the_gang(seat: Seat) -> None:
     """kill -9 of one learner of two under OnFailure: the other is stopped, the gang restarts
     from its checkpoint, and the job completes; each attempt is recorded."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = epochs_job(
             client, epochs=8, pause=0.2, learners=2, restart_policy="OnFailure", max_restarts=2
         )
         wait_for_state(client, job_id, {"PROCESSING"})
-        kill_learner(server, job_id, rank=1)
+        kill_learner(seat, job_id, rank=1)
         job = wait_for_state(client, job_id, FINAL, timeout=90)
     assert job["state"] == "COMPLETED", job
     assert job["attempt"] == 2
@@ -119,13 +120,13 @@ def test_killed_learner_restarts_the_gang(server: Server) -> None:
     assert (killed["state"], killed["exit_code"]) == ("FAILED", 137)
 
 
-def test_killed_learner_fails_the_job_under_never(server: Server) -> None:
+def test_killed_learner_fails_the_job_under_never(seat: Seat) -> None:
     """Under Never, kill -9 of one learner fails the job, and the other learner is stopped
     within seconds instead of hanging."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = epochs_job(client, epochs=200, pause=0.2, learners=2)
         wait_for_state(client, job_id, {"PROCESSING"})
-        kill_learner(server, job_id, rank=1)
+        kill_learner(seat, job_id, rank=1)
         job = wait_for_state(client, job_id, FINAL, timeout=30)
         assert job["state"] == "FAILED"
         assert job["error_code"] == "C201"
@@ -141,9 +142,9 @@ def test_killed_learner_fails_the_job_under_never(server: Server) -> None:
     assert other["finished_at"] is not None
 
 
-def test_exit_code_policy_does_not_retry_a_program_error(server: Server) -> None:
+def test_exit_code_policy_does_not_retry_a_program_error(seat: Seat) -> None:
     """Under ExitCode, exit 3 is the program's own verdict: no restart."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = client.submit(
             manifest("exit 3", restart_policy="ExitCode", max_restarts=3), make_zip({"a": ""})
         )
@@ -184,11 +185,11 @@ def test_memory_hog_is_stopped_with_the_memory_error(tmp_path: Path, isolation: 
     assert int(printed[-1].split()[0]) < 600  # stopped soon after crossing the line
 
 
-def test_resume_only_from_halted(server: Server, tmp_path: Path) -> None:
+def test_resume_only_from_halted(seat: Seat, tmp_path: Path) -> None:
     """Resuming a job that is not halted is a 409 that says why."""
     from loom.client import ClientError
 
-    with server.client() as client:
+    with seat.client() as client:
         job_id = client.submit(manifest("true"), make_zip({"a": ""}))
         wait_for_state(client, job_id, FINAL)
         with pytest.raises(ClientError) as caught:

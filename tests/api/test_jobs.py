@@ -16,6 +16,7 @@ from loom.client import ClientError, LoomClient
 from loom.client.archive import zip_folder
 from tests.conftest import (
     ROOT,
+    Seat,
     Server,
     eventually,
     make_zip,
@@ -36,10 +37,10 @@ def submit(
 
 
 @pytest.mark.slow
-def test_digits_example_completes_with_accuracy_and_model(server: Server, tmp_path: Path) -> None:
+def test_digits_example_completes_with_accuracy_and_model(seat: Seat, tmp_path: Path) -> None:
     """The example trains as a platform job: COMPLETED, accuracy in its logs, model in results."""
     example = ROOT / "examples" / "digits-pytorch"
-    with server.client() as client:
+    with seat.client() as client:
         job_id = client.submit((example / "manifest.yml").read_bytes(), zip_folder(example))
         job = wait_for_state(client, job_id, FINAL, timeout=180)
         assert job["state"] == "COMPLETED", job
@@ -52,9 +53,9 @@ def test_digits_example_completes_with_accuracy_and_model(server: Server, tmp_pa
     assert "learner-1/training-log.txt" in names
 
 
-def test_failing_command_reports_exit_code_and_last_lines(server: Server) -> None:
+def test_failing_command_reports_exit_code_and_last_lines(seat: Seat) -> None:
     """A command that exits non-zero ends FAILED C201 with its code and its last lines."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "echo preparing; echo 'disk on fire' >&2; exit 3")
         job = wait_for_state(client, job_id, FINAL)
     assert job["state"] == "FAILED"
@@ -64,7 +65,7 @@ def test_failing_command_reports_exit_code_and_last_lines(server: Server) -> Non
     assert job["learner_status"][0]["exit_code"] == 3
 
 
-def test_learner_environment(server: Server) -> None:
+def test_learner_environment(seat: Seat) -> None:
     """The learner sees FfDL's variables, Loom's python, and none of the platform's secrets."""
     script = (
         "import json, os, sys\n"
@@ -77,7 +78,7 @@ def test_learner_environment(server: Server) -> None:
         "env['loom_vars'] = sorted(k for k in os.environ if k.startswith('LOOM_'))\n"
         "print(json.dumps(env))\n"
     )
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "python env.py", {"env.py": script})
         job = wait_for_state(client, job_id, FINAL)
         assert job["state"] == "COMPLETED", job
@@ -90,7 +91,7 @@ def test_learner_environment(server: Server) -> None:
     assert Path(env["python"]).resolve() == Path(sys.executable).resolve()
     assert env["loom_vars"] == []
     for key in ("DATA_DIR", "RESULT_DIR", "CHECKPOINT_DIR", "LOG_DIR"):
-        assert env[key].startswith(str(server.home))
+        assert env[key].startswith(str(seat.home))
 
 
 def test_admin_token_never_reaches_the_learner(tmp_path: Path) -> None:
@@ -109,9 +110,9 @@ def test_admin_token_never_reaches_the_learner(tmp_path: Path) -> None:
         srv.stop()
 
 
-def test_log_paging_like_ffdl(server: Server) -> None:
+def test_log_paging_like_ffdl(seat: Seat) -> None:
     """pos is 1-based from the start, negative from the end; pagesize bounds the page."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "for i in $(seq 1 50); do echo line $i; done")
         wait_for_state(client, job_id, FINAL)
         texts = lambda **kw: [x["line"] for x in client.logs(job_id, **kw)]  # noqa: E731
@@ -128,9 +129,9 @@ def test_log_paging_like_ffdl(server: Server) -> None:
         assert both.value.status == 400 and "after" in str(both.value)
 
 
-def test_follow_streams_lines_live_and_ends_with_the_job(server: Server) -> None:
+def test_follow_streams_lines_live_and_ends_with_the_job(seat: Seat) -> None:
     """`follow=true` delivers every line in order, while the job runs, then an end event."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "for i in $(seq 1 20); do echo tick $i; sleep 0.05; done")
         events = list(client.follow(job_id))
     lines = [data["line"] for kind, data in events if kind == "line"]
@@ -138,9 +139,9 @@ def test_follow_streams_lines_live_and_ends_with_the_job(server: Server) -> None
     assert events[-1] == ("end", {"job_id": job_id, "state": "COMPLETED"})
 
 
-def test_halt_stops_a_running_job(server: Server) -> None:
+def test_halt_stops_a_running_job(seat: Seat) -> None:
     """PATCH halt stops every learner (process group included); the job ends HALTED."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "echo started; sleep 300 & wait")
         wait_for_state(client, job_id, {"PROCESSING"})
         while not client.logs(job_id):
@@ -154,46 +155,45 @@ def test_halt_stops_a_running_job(server: Server) -> None:
         assert states[-1] == "HALTED"
 
 
-def test_halt_of_a_finished_job_is_a_conflict(server: Server) -> None:
+def test_halt_of_a_finished_job_is_a_conflict(seat: Seat) -> None:
     """Halting a completed job answers 409 and changes nothing."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "true")
         wait_for_state(client, job_id, FINAL)
         response = httpx.patch(
-            f"{server.url}/v1/jobs/{job_id}",
+            f"{seat.url}/v1/jobs/{job_id}",
             json={"action": "halt"},
-            headers={"Authorization": f"Bearer {server.admin_token}"},
+            headers={"Authorization": f"Bearer {seat.token}"},
         )
         assert response.status_code == 409
         assert client.job(job_id)["state"] == "COMPLETED"
 
 
-def test_definition_and_delete(server: Server, tmp_path: Path) -> None:
+def test_definition_and_delete(seat: Seat, tmp_path: Path) -> None:
     """The submitted code downloads byte for byte; DELETE removes the job and its logs."""
     code = make_zip({"main.py": "print('hi')"})
-    with server.client() as client:
+    with seat.client() as client:
         job_id = client.submit(manifest("python main.py"), code)
         wait_for_state(client, job_id, FINAL)
         saved = client.download(job_id, "definition", tmp_path / "def.zip")
         assert saved.read_bytes() == code
         client.delete(job_id)
-        headers = {"Authorization": f"Bearer {server.admin_token}"}
+        headers = {"Authorization": f"Bearer {seat.token}"}
         for path in ("", "/logs", "/metrics", "/definition", "/results"):
             assert (
-                httpx.get(f"{server.url}/v1/jobs/{job_id}{path}", headers=headers).status_code
-                == 404
+                httpx.get(f"{seat.url}/v1/jobs/{job_id}{path}", headers=headers).status_code == 404
             )
-    assert not (server.home / "jobs" / job_id).exists()
+    assert not (seat.home / "jobs" / job_id).exists()
 
 
-def test_unsupported_data_store_fails_at_downloading(server: Server) -> None:
+def test_unsupported_data_store_fails_at_downloading(seat: Seat) -> None:
     """A store the platform cannot use yet fails the job with S302 naming the store."""
     stores = (
         "\ndata_stores:\n  - id: my-cos\n    type: swift_datastore\n"
         "    training_data: {container: d}\n"
         "    connection: {auth_url: 'http://swift.example', user_name: u, password: hunter2}\n"
     )
-    with server.client() as client:
+    with seat.client() as client:
         job_id = client.submit(manifest("true") + stores, make_zip({"a": ""}))
         job = wait_for_state(client, job_id, FINAL)
     assert (job["state"], job["error_code"]) == ("FAILED", "S302")
@@ -223,9 +223,9 @@ def test_local_data_store_is_data_dir(server: Server, tmp_path: Path) -> None:
     assert (tmp_path / "store" / "out" / job_id / "out.txt").read_text() == "done\n"
 
 
-def test_list_filters_and_pages(server: Server) -> None:
+def test_list_filters_and_pages(seat: Seat) -> None:
     """GET /v1/jobs pages newest first and filters by state."""
-    with server.client() as client:
+    with seat.client() as client:
         ids = [submit(client, "true") for _ in range(3)]
         failing = submit(client, "false")
         for job_id in [*ids, failing]:
@@ -244,40 +244,40 @@ def test_list_filters_and_pages(server: Server) -> None:
         assert bad.value.status == 400 and "cursor" in str(bad.value)
 
 
-def test_results_zip_is_readable_while_empty(server: Server) -> None:
+def test_results_zip_is_readable_while_empty(seat: Seat) -> None:
     """A job with no results still downloads a valid (empty) zip, not an error."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "true")
         wait_for_state(client, job_id, FINAL)
         response = httpx.get(
-            f"{server.url}/v1/jobs/{job_id}/results",
-            headers={"Authorization": f"Bearer {server.admin_token}"},
+            f"{seat.url}/v1/jobs/{job_id}/results",
+            headers={"Authorization": f"Bearer {seat.token}"},
         )
     assert response.status_code == 200
     assert "learner-1/training-log.txt" in zipfile.ZipFile(io.BytesIO(response.content)).namelist()
 
 
-def test_health_and_openapi(server: Server) -> None:
+def test_health_and_openapi(seat: Seat) -> None:
     """/health answers without a token; /openapi.json documents the job endpoints."""
-    assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
-    spec = httpx.get(f"{server.url}/openapi.json").json()
+    assert httpx.get(f"{seat.url}/health").json()["status"] == "ok"
+    spec = httpx.get(f"{seat.url}/openapi.json").json()
     assert "/v1/jobs" in spec["paths"]
     assert "/v1/jobs/{job_id}/logs" in spec["paths"]
 
 
-def test_leftover_background_process_does_not_hang_the_job(server: Server) -> None:
+def test_leftover_background_process_does_not_hang_the_job(seat: Seat) -> None:
     """A command that leaves a process holding its output still completes, and the leftover
     is stopped with it."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "sleep 121.5 & echo done")
         job = wait_for_state(client, job_id, FINAL, timeout=30)
     assert job["state"] == "COMPLETED"
     assert not processes_with(b"121.5")
 
 
-def test_delete_of_a_running_job_stops_its_processes(server: Server) -> None:
+def test_delete_of_a_running_job_stops_its_processes(seat: Seat) -> None:
     """DELETE of a running job leaves none of its processes behind."""
-    with server.client() as client:
+    with seat.client() as client:
         job_id = submit(client, "sleep 301.5")
         wait_for_state(client, job_id, {"PROCESSING"})
         eventually(lambda: processes_with(b"301.5"))

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, database_free, make_zip, manifest, wait_for_state
+from tests.conftest import Seat, Server, database_free, make_zip, manifest, wait_for_state
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def points(client: LoomClient, job_id: str) -> list[tuple[str, int | None, dict[
 
 
 @database_free
-def test_tensorboard_collector(server: Server) -> None:
+def test_tensorboard_collector(seat: Seat) -> None:
     """Scalars written with torch.utils.tensorboard become one point per step, grouped by
     folder, picked up while the job runs."""
     script = (
@@ -47,7 +47,7 @@ def test_tensorboard_collector(server: Server) -> None:
         "    w.close()\n"
     )
     spec = "evaluation_metrics:\n  type: tensorboard\n  in: $JOB_STATE_DIR/tb\n"
-    with server.client() as client:
+    with seat.client() as client:
         job_id = run(client, script, spec)
         got = points(client, job_id)
     for group in ("train", "test"):
@@ -57,7 +57,7 @@ def test_tensorboard_collector(server: Server) -> None:
         assert [round(v["accuracy"], 6) for _, v in mine] == [0.1, 0.2, 0.3, 0.4, 0.5]
 
 
-def test_regex_extractor_collector(server: Server) -> None:
+def test_regex_extractor_collector(seat: Seat) -> None:
     """Lines matched by FfDL's regex_extractor spec become points; other lines stay lines."""
     script = (
         "stamp = 'I0210 13:39:22.381027 27 solver.cpp:204]'\n"
@@ -80,7 +80,7 @@ def test_regex_extractor_collector(server: Server) -> None:
         "      regex: 'Test net output #0: accuracy = %{FLOAT:acc}'\n"
         "      values: {accuracy: {type: FLOAT, value: $acc}}\n"
     )
-    with server.client() as client:
+    with seat.client() as client:
         job_id = run(client, script, spec)
         got = points(client, job_id)
         lines = [x["line"] for x in client.logs(job_id)]
@@ -94,7 +94,7 @@ def test_regex_extractor_collector(server: Server) -> None:
     assert lines.count("Iteration garbage, loss = not-a-number") == 3
 
 
-def test_emetrics_file_collector(server: Server) -> None:
+def test_emetrics_file_collector(seat: Seat) -> None:
     """FfDL's emetrics JSON lines, written where the manifest says, become points."""
     script = (
         "import json, os\n"
@@ -110,7 +110,7 @@ def test_emetrics_file_collector(server: Server) -> None:
         "    out.write('{broken\\n')\n"
     )
     spec = "evaluation_metrics:\n  type: emetrics_file\n  in: $JOB_STATE_DIR/em\n"
-    with server.client() as client:
+    with seat.client() as client:
         job_id = run(client, script, spec)
         assert points(client, job_id) == [
             ("test", 1, {"acc": 0.25}),
@@ -119,10 +119,10 @@ def test_emetrics_file_collector(server: Server) -> None:
         ]
 
 
-def test_katib_collector(server: Server) -> None:
+def test_katib_collector(seat: Seat) -> None:
     """Katib's `name=value` stdout lines become points for a job that names the format."""
     script = "for e in range(1, 4):\n    print(f'epoch={e} accuracy={e / 10} loss={1 / e}')\n"
-    with server.client() as client:
+    with seat.client() as client:
         job_id = run(client, script, "evaluation_metrics:\n  type: katib\n")
         assert points(client, job_id) == [
             ("default", 1, {"accuracy": 0.1, "loss": 1.0}),
@@ -131,7 +131,7 @@ def test_katib_collector(server: Server) -> None:
         ]
 
 
-def test_tracking_sdk(server: Server) -> None:
+def test_tracking_sdk(seat: Seat) -> None:
     """`tracking.log_metrics` inside a job is picked up with no collector configured."""
     script = (
         "from loom import tracking\n"
@@ -139,7 +139,7 @@ def test_tracking_sdk(server: Server) -> None:
         "    tracking.log_metrics(step=step, group='train', loss=1 / step)\n"
         "    tracking.log_metrics(step=step, group='test', accuracy=step / 4, f1=0.5)\n"
     )
-    with server.client() as client:
+    with seat.client() as client:
         job_id = run(client, script)
         got = points(client, job_id)
         series = client.metrics(job_id, form="series")["series"]
@@ -154,7 +154,7 @@ def test_tracking_sdk(server: Server) -> None:
     assert emetrics[0]["values"]["accuracy"] == {"type": "FLOAT", "value": "0.25"}
 
 
-def test_queries_filter_and_page(server: Server) -> None:
+def test_queries_filter_and_page(seat: Seat) -> None:
     """Points page like log lines and filter by group, name and learner."""
     script = (
         "from loom import tracking\n"
@@ -162,7 +162,7 @@ def test_queries_filter_and_page(server: Server) -> None:
         "    tracking.log_metrics(step=step, group='train', loss=step)\n"
         "    tracking.log_metrics(step=step, group='test', accuracy=step)\n"
     )
-    with server.client() as client:
+    with seat.client() as client:
         job_id = run(client, script)
         page = client.metrics(job_id, group="train", pos=3, pagesize=2)["metrics"]
         assert [p["step"] for p in page] == [3, 4]
@@ -172,20 +172,20 @@ def test_queries_filter_and_page(server: Server) -> None:
         assert client.metrics(job_id, form="series", name="loss")["series"].keys() == {"train"}
 
 
-def test_bad_collector_spec_is_c101(server: Server) -> None:
+def test_bad_collector_spec_is_c101(seat: Seat) -> None:
     """A regex spec with an unknown macro or a dangling reference is refused, naming the field."""
     bad = (
         "evaluation_metrics:\n  type: regex_extractor\n  groups:\n    train:\n"
         "      regex: 'loss=%{FLOTE:loss}'\n      scalars: {loss: {type: FLOAT, value: $loss}}\n"
     )
-    with server.client() as client, pytest.raises(ClientError) as caught:
+    with seat.client() as client, pytest.raises(ClientError) as caught:
         client.submit(manifest("true") + bad, make_zip({"a": ""}))
     assert caught.value.status == 400
     assert caught.value.error_code == "C101"
     assert "evaluation_metrics.groups.train.regex" in caught.value.message
 
 
-def test_follow_resumes_with_last_event_id(server: Server) -> None:
+def test_follow_resumes_with_last_event_id(seat: Seat) -> None:
     """A stream cut in the middle and resumed with Last-Event-ID misses and repeats nothing."""
     script = (
         "import time\n"
@@ -195,12 +195,12 @@ def test_follow_resumes_with_last_event_id(server: Server) -> None:
         "    tracking.log_metrics(step=i, loss=i)\n"
         "    time.sleep(0.02)\n"
     )
-    headers = {"Authorization": f"Bearer {server.admin_token}"}
-    with server.client() as client:
+    headers = {"Authorization": f"Bearer {seat.token}"}
+    with seat.client() as client:
         job_id = client.submit(manifest("python job.py"), make_zip({"job.py": script}))
         seen: list[tuple[str, str]] = []
         last_id = None
-        url = f"{server.url}/v1/jobs/{job_id}/metrics?follow=true"
+        url = f"{seat.url}/v1/jobs/{job_id}/metrics?follow=true"
         with httpx.stream("GET", url, headers=headers, timeout=60) as response:
             for raw in response.iter_lines():
                 if raw.startswith("id:"):
@@ -249,7 +249,7 @@ def test_points_from_outside_and_ownership(server: Server) -> None:
             assert caught.value.status == 404
 
 
-def test_params_tags_and_artifacts(server: Server, tmp_path: Path) -> None:
+def test_params_tags_and_artifacts(seat: Seat, tmp_path: Path) -> None:
     """`log_params`, `set_tags` and `log_artifact` inside a job: the params and tags are shown
     with the job and kept in its model's provenance; a param keeps its first value (logging
     another raises), a tag its newest; the artifact comes with the results."""
@@ -271,7 +271,7 @@ def test_params_tags_and_artifacts(server: Server, tmp_path: Path) -> None:
         "model.mkdir(parents=True)\n"
         "(model / 'weights.bin').write_bytes(b'w')\n"
     )
-    with server.client() as client:
+    with seat.client() as client:
         text = manifest("python job.py", name="tracked")
         job_id = client.submit(text, make_zip({"job.py": script}))
         job = wait_for_state(client, job_id, FINAL, timeout=120)

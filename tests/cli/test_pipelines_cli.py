@@ -230,6 +230,9 @@ class FakeLoom:
     def job(self, job_id: str) -> dict[str, Any]:
         return {"id": job_id, "learners": 1, "state": "COMPLETED"}
 
+    def find_job(self, ref: str) -> dict[str, Any]:
+        return self.job(ref)  # a step's job is named by its id
+
     def all_logs(self, job_id: str, **_: Any) -> list[dict[str, Any]]:
         self.calls.append(("logs", job_id))
         return [{"id": 1, "learner": 0, "line": f"a line of {job_id}"}]

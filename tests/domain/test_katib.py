@@ -570,7 +570,7 @@ def test_a_kubernetes_job_as_trial_spec_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "words"),
-    [("PrometheusMetric", "Prometheus endpoint"), ("Push", "tracking SDK"), ("Custom", "sidecar")],
+    [("Push", "tracking SDK"), ("Custom", "sidecar")],
 )
 def test_kubernetes_collectors_are_refused(kind: str, words: str) -> None:
     """Katib's sidecar and push collectors are refused at collector.kind, saying why (Custom
@@ -580,14 +580,14 @@ def test_kubernetes_collectors_are_refused(kind: str, words: str) -> None:
         collector["customCollector"] = {"image": "kubeflowkatib/custom-metrics-collector"}
     error = refusal(with_collector({"collector": collector}))
     assert error.field == "spec.metricsCollectorSpec.collector.kind"
-    assert words in error.message and "StdOut, File, TensorFlowEvent or None" in error.message
+    assert words in error.message and "TensorFlowEvent, PrometheusMetric or None" in error.message
 
 
 COLLECTOR_REFUSALS: list[tuple[dict[str, Any], str, str]] = [
     (
         {"source": {"httpGet": {"path": "/metrics", "port": 8080}}},
         "source.httpGet",
-        "Prometheus scraping",
+        "only a PrometheusMetric collector",
     ),
     (
         {

@@ -47,7 +47,7 @@ def test_defaults_and_strategies() -> None:
         (
             lambda s: s["parameters"][0]["feasibleSpace"].update(min="0.5"),
             "spec.parameters[0].feasibleSpace.max",
-            "more than min",
+            "less than min",
         ),
         (
             lambda s: s["parameters"][1]["feasibleSpace"].update(min="2.5"),
@@ -143,7 +143,7 @@ def test_defaults_and_strategies() -> None:
             "with learningRate=",
         ),
         (
-            lambda s: s.update(metricsCollectorSpec={"collector": {"kind": "PrometheusMetric"}}),
+            lambda s: s.update(metricsCollectorSpec={"collector": {"kind": "Custom"}}),
             "spec.metricsCollectorSpec.collector.kind",
             "sidecar",
         ),

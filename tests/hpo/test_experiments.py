@@ -17,7 +17,7 @@ from loom.client import ClientError, LoomClient
 from loom.domain.katib import ALGORITHMS
 from loom.store.db import Database
 from loom.store.tables import Job, Learner
-from tests.conftest import Server, eventually, make_zip
+from tests.conftest import Seat, Server, eventually, make_zip
 from tests.hpo.trial_code import code, experiment
 
 pytestmark = pytest.mark.integration
@@ -40,16 +40,18 @@ def inside(values: dict[str, Any]) -> None:
     assert optimizer in ("sgd", "adam", "rmsprop")
 
 
-def test_every_algorithm_proposes_values_inside_the_space(server: Server) -> None:
+def test_every_algorithm_proposes_values_inside_the_space(seat: Seat) -> None:
     """Each of Katib's algorithms, by name, runs its trials as jobs whose commands got values
     inside the feasible space, on the step, from the list."""
-    with server.client() as client:
+    with seat.client() as client:
         for algorithm in ALGORITHMS:
             settings = {"random_state": "7"}
             if algorithm in ("tpe", "multivariate-tpe"):
                 settings["n_startup_trials"] = "2"
             if algorithm == "bayesianoptimization":
                 settings = {"random_state": "7", "n_initial_points": "2"}
+            if algorithm == "pbt":  # Katib's smallest population
+                settings |= {"n_population": "5", "truncation_threshold": "0.4"}
             made = client.create_experiment(
                 experiment(
                     f"all-{algorithm}", algorithm, max_trials=4, parallel=2, settings=settings
@@ -79,8 +81,8 @@ def test_every_algorithm_proposes_values_inside_the_space(server: Server) -> Non
                 assert len(points) == 4  # a grid never proposes a point twice
 
 
-def test_parallel_trial_count_is_never_exceeded(server: Server) -> None:
-    with server.client() as client:
+def test_parallel_trial_count_is_never_exceeded(seat: Seat) -> None:
+    with seat.client() as client:
         client.create_experiment(
             experiment("parallel", "random", max_trials=6, parallel=2, extra_args="--pause 0.3"),
             code(),
@@ -95,9 +97,9 @@ def test_parallel_trial_count_is_never_exceeded(server: Server) -> None:
     assert len(jobs) == 6 and all(j["state"] == "COMPLETED" for j in jobs)
 
 
-def test_max_failed_trial_count_fails_the_experiment(server: Server) -> None:
+def test_max_failed_trial_count_fails_the_experiment(seat: Seat) -> None:
     """Katib's rule: more failed trials than maxFailedTrialCount fails the experiment."""
-    with server.client() as client:
+    with seat.client() as client:
         client.create_experiment(
             experiment(
                 "failing", max_trials=10, parallel=1, extra_args="--fail yes", maxFailedTrialCount=2
@@ -112,7 +114,7 @@ def test_max_failed_trial_count_fails_the_experiment(server: Server) -> None:
     assert all("exit" in t["message"].lower() or t["message"] for t in found["trial_list"])
 
 
-def test_median_stop_halts_a_clearly_worse_trial(server: Server) -> None:
+def test_median_stop_halts_a_clearly_worse_trial(seat: Seat) -> None:
     """Two good trials complete; the third's curve is far below theirs at every report, so
     Katib's median stop halts it: EARLY_STOPPED with the reason, its job HALTED, its metrics
     kept."""
@@ -123,7 +125,7 @@ def test_median_stop_halts_a_clearly_worse_trial(server: Server) -> None:
             "feasibleSpace": {"list": ["0.01", "0.011", "0.00001"]},
         },
     ]
-    with server.client() as client:
+    with seat.client() as client:
         client.create_experiment(
             experiment(
                 "median",
@@ -157,10 +159,10 @@ def test_median_stop_halts_a_clearly_worse_trial(server: Server) -> None:
         assert all(t["state"] == "SUCCEEDED" and t["reports"] == 12 for t in good)
 
 
-def test_goal_ends_it_and_the_best_model_gets_its_alias(server: Server) -> None:
+def test_goal_ends_it_and_the_best_model_gets_its_alias(seat: Seat) -> None:
     """The goal reached ends the experiment (GoalReached); the best trial's model version is
     aliased `best`, with the trial's parameters in its provenance."""
-    with server.client() as client:
+    with seat.client() as client:
         client.create_experiment(
             experiment(
                 "goal",
@@ -186,8 +188,8 @@ def test_goal_ends_it_and_the_best_model_gets_its_alias(server: Server) -> None:
         assert aliased["provenance"]["job_id"] == trial["job_id"]
 
 
-def test_halt_then_resume_goes_on_where_it_was(server: Server) -> None:
-    with server.client() as client:
+def test_halt_then_resume_goes_on_where_it_was(seat: Seat) -> None:
+    with seat.client() as client:
         client.create_experiment(
             experiment("pause", max_trials=4, parallel=2, extra_args="--epochs 8 --pause 0.4"),
             code(),
@@ -327,7 +329,7 @@ for epoch in range(1, 4):
 """
 
 
-def test_katibs_random_example_runs(server: Server) -> None:
+def test_katibs_random_example_runs(seat: Seat) -> None:
     """Katib's random-search example, its Kubernetes Job replaced by a Loom manifest, is
     accepted (with a note for the Kubernetes-only field) and runs: Katib's metric names with
     their dashes are read from the trials' stdout."""
@@ -335,7 +337,7 @@ def test_katibs_random_example_runs(server: Server) -> None:
 
     doc = document()
     doc["spec"]["maxTrialCount"] = 3
-    with server.client() as client:
+    with seat.client() as client:
         made = client.create_experiment(yaml.safe_dump(doc), make_zip({"mnist.py": MNIST}))
         assert any("primaryContainerName" in w for w in made["warnings"])
         found = client.wait_experiment("random", timeout_s=120)
@@ -372,7 +374,7 @@ for epoch in (1, 2):
     ],
     ids=["stdout-filter", "json-file"],
 )
-def test_katibs_metrics_collectors(server: Server, collector: dict[str, Any]) -> None:
+def test_katibs_metrics_collectors(seat: Seat, collector: dict[str, Any]) -> None:
     """The objective from Katib's StdOut collector with a custom filter, and from its File
     collector reading JSON lines."""
     parameters = [
@@ -386,7 +388,7 @@ def test_katibs_metrics_collectors(server: Server, collector: dict[str, Any]) ->
     doc["spec"]["trialTemplate"]["trialSpec"]["framework"]["command"] = (
         "python reports.py --lr ${trialParameters.lr}"
     )
-    with server.client() as client:
+    with seat.client() as client:
         client.create_experiment(yaml.safe_dump(doc), make_zip({"reports.py": REPORTS}))
         found = client.wait_experiment("collect", timeout_s=120)
     assert found["state"] == "SUCCEEDED", found["message"]

@@ -83,6 +83,8 @@ def test_each_algorithm_proposes_inside_the_space(algorithm: str) -> None:
     settings = {"random_state": "1"}
     if algorithm == "bayesianoptimization":
         settings["n_initial_points"] = "2"
+    if algorithm == "pbt":  # a generation of 5, then the next one from it
+        settings.update(n_population="5", truncation_threshold="0.4")
     past, _ = run(spec(algorithm, settings=settings), 6, lambda s: -abs(math.log10(s["lr"]) + 2))
     for trial in past:
         check_inside(trial.sampled)
@@ -199,11 +201,37 @@ def test_bad_settings_are_refused_with_their_name(
 
 
 def test_what_optuna_cannot_sample_is_refused() -> None:
-    normal = (Parameter("lr", "double", min=0.1, max=1.0, distribution="normal"),)
+    """A normal parameter cannot be walked by a grid (it is searched by its quantiles); a grid
+    of more than 100,000 points is refused."""
+    normal = (Parameter("lr", "double", min=0.1, max=1.0, step=0.1, distribution="normal"),)
     with pytest.raises(ManifestError) as refused:
-        algorithms.check(spec("random", normal))
+        algorithms.check(spec("grid", normal))
     assert refused.value.field == "spec.parameters[0].feasibleSpace.distribution"
     huge = (Parameter("a", "double", min=0, max=1000, step=0.001),) * 2
     with pytest.raises(ManifestError) as grid:
         algorithms.check(spec("grid", huge))
     assert "more than 100,000 points" in grid.value.message
+
+
+def test_normal_parameters_are_drawn_around_the_middle_within_bounds() -> None:
+    """normal and logNormal are Katib's hyperopt ones (mean in the middle, σ a sixth of the
+    range): every value stays within min and max, on an int's whole numbers, and most are
+    near the middle; min = max is a constant."""
+    parameters = (
+        Parameter("lr", "double", min=0.1, max=0.7, distribution="normal"),
+        Parameter("batch", "int", min=32, max=64, distribution="logNormal"),
+        Parameter("epochs", "int", min=2, max=2),
+    )
+    made = spec("random", parameters, settings={"random_state": "3"})
+    past: list[Past] = []
+    given = []
+    for number in range(40):
+        proposal = Search(made, {}, past).propose()
+        assert proposal is not None
+        given.append(proposal.parameters)
+        past.append(Past(number, TrialPhase.SUCCEEDED, proposal.sampled, proposal.attrs, 1.0))
+    lrs = [float(p["lr"]) for p in given]
+    assert all(0.1 <= v <= 0.7 for v in lrs)
+    assert sum(0.3 <= v <= 0.5 for v in lrs) > len(lrs) / 2  # within one σ: about 68%
+    assert all(p["batch"].isdigit() and 32 <= int(p["batch"]) <= 64 for p in given)
+    assert {p["epochs"] for p in given} == {"2"}

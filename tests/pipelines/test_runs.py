@@ -12,7 +12,7 @@ import yaml
 from loom.client import ClientError, LoomClient
 from loom.store.db import Database
 from loom.store.tables import Job, ModelVersion, PipelineSchedule
-from tests.conftest import Server, eventually, make_zip
+from tests.conftest import Seat, Server, eventually, make_zip
 from tests.hpo.trial_code import TRAIN as TRIAL
 from tests.hpo.trial_code import experiment as hpo_experiment
 
@@ -139,7 +139,7 @@ def test_fan_out_fan_in_select_and_a_condition(server: Server) -> None:
         db.close()
 
 
-def test_a_failing_step_is_retried_then_fails_with_the_exit_handler_run(server: Server) -> None:
+def test_a_failing_step_is_retried_then_fails_with_the_exit_handler_run(seat: Seat) -> None:
     pipeline = {
         "name": "retrying",
         "on_exit": "report",
@@ -154,7 +154,7 @@ def test_a_failing_step_is_retried_then_fails_with_the_exit_handler_run(server: 
             {"name": "report", "kind": "shell", "command": "echo run ${{ run.id }} over"},
         ],
     }
-    with server.client() as client:
+    with seat.client() as client:
         made = client.run_pipeline(pipeline, code())
         run = wait(client, made["id"])
     assert run["state"] == "FAILED" and "flaky" in run["message"]
@@ -164,11 +164,11 @@ def test_a_failing_step_is_retried_then_fails_with_the_exit_handler_run(server: 
     assert "failed" in flaky["message"]
     assert found["later"]["state"] == "SKIPPED" and "flaky (failed)" in found["later"]["message"]
     assert found["report"]["state"] == "SUCCEEDED"
-    jobs = jobs_of_run(server, made["id"])
+    jobs = jobs_of_run(seat, made["id"])
     assert sorted(j.lineage["step"] for j in jobs) == ["flaky", "flaky", "flaky", "report"]
 
 
-def test_caching_hits_and_misses(server: Server) -> None:
+def test_caching_hits_and_misses(seat: Seat) -> None:
     """A second run with the same inputs reuses every job step; a new parameter or new code
     misses the steps they reach; `cache: false` always runs."""
     pipeline = {
@@ -196,7 +196,7 @@ def test_caching_hits_and_misses(server: Server) -> None:
             },
         ],
     }
-    with server.client() as client:
+    with seat.client() as client:
         first = wait(client, client.run_pipeline(pipeline, code())["id"])
         second = wait(client, client.run_pipeline(pipeline, code())["id"])
         other = wait(client, client.run_pipeline(pipeline, code(), {"width": 16})["id"])
@@ -205,7 +205,7 @@ def test_caching_hits_and_misses(server: Server) -> None:
     assert first["cached"] == 0
     steal = steps(first)["steal"]["tasks"][0]
     assert "inputs.other: you have no job 'training-nosuchjob'" in steal["message"]
-    with server.client() as client:
+    with seat.client() as client:
         read = steps(first)["read"]["tasks"][0]["job_id"]
         lines = [line["line"] for line in client.logs(read)]
     assert '{"width": 8, "note": "trained"}{"width": 8}' in "".join(lines)
@@ -224,7 +224,7 @@ def test_caching_hits_and_misses(server: Server) -> None:
     assert {n: s["state"] for n, s in steps(changed).items()}["train"] == "SUCCEEDED"
 
 
-def test_halt_then_retry_runs_only_what_did_not_finish(server: Server) -> None:
+def test_halt_then_retry_runs_only_what_did_not_finish(seat: Seat) -> None:
     pipeline = {
         "name": "halting",
         "steps": [
@@ -234,7 +234,7 @@ def test_halt_then_retry_runs_only_what_did_not_finish(server: Server) -> None:
         ],
     }
     pipeline["steps"][1]["manifest"]["framework"]["command"] += " --pause 30"
-    with server.client() as client:
+    with seat.client() as client:
         made = client.run_pipeline(pipeline, code())
 
         def slow_running() -> bool:
@@ -260,7 +260,7 @@ def test_halt_then_retry_runs_only_what_did_not_finish(server: Server) -> None:
     assert steps(done)["slow"]["state"] == "SUCCEEDED"
 
 
-def test_a_fan_out_cut_short_by_a_halt_is_retried(server: Server) -> None:
+def test_a_fan_out_cut_short_by_a_halt_is_retried(seat: Seat) -> None:
     """Halted while a fan-out has items not yet started, the step is neither done nor failed:
     one retry runs the items left, and the run succeeds (it ended HALTED again before)."""
     pipeline = {
@@ -271,7 +271,7 @@ def test_a_fan_out_cut_short_by_a_halt_is_retried(server: Server) -> None:
             {"name": "end", "kind": "shell", "command": "echo end", "after": ["fan"]},
         ],
     }  # fmt: skip
-    with server.client() as client:
+    with seat.client() as client:
         made = client.run_pipeline(pipeline, code())
 
         def first_item_running() -> bool:
@@ -367,9 +367,9 @@ def test_kill9_of_the_platform_mid_run(server: Server) -> None:
     ],
 )
 def test_bad_specs_are_refused_with_the_step_and_field_named(
-    server: Server, change: dict[str, Any], field: str, words: str
+    seat: Seat, change: dict[str, Any], field: str, words: str
 ) -> None:
-    with server.client() as client:
+    with seat.client() as client:
         with pytest.raises(ClientError) as refused:
             client.run_pipeline({"name": "bad", **change}, code())
         assert refused.value.status == 400
@@ -408,17 +408,17 @@ def _make_due(server: Server, name: str) -> None:
         db.close()
 
 
-def test_a_schedule_starts_a_run_when_its_time_comes(server: Server) -> None:
+def test_a_schedule_starts_a_run_when_its_time_comes(seat: Seat) -> None:
     """Due, it starts one run (marked with its name) and moves to its next time; paused, it
     starts none; deleted, its runs stay. A bad cron or a taken name is refused."""
     pipeline = {"name": "nightly", "steps": [{"name": "a", "kind": "shell", "command": "echo"}]}
-    with server.client() as client:
+    with seat.client() as client:
         # once a year: only `_make_due` makes it due while the test runs, whatever the clock
         made = client.schedule_pipeline(pipeline, "yearly", "0 0 1 1 *", code())
         found = client.pipeline_schedule("yearly")
         assert found["runs"] == 0 and found["enabled"] and found["next_run_at"] is not None
         assert made["cron"] == "0 0 1 1 *"
-        _make_due(server, "yearly")
+        _make_due(seat, "yearly")
         eventually(lambda: client.pipeline_schedule("yearly")["runs"] == 1, timeout=30)
         found = client.pipeline_schedule("yearly")
         run = wait(client, found["last_run_id"], 60)
@@ -426,7 +426,7 @@ def test_a_schedule_starts_a_run_when_its_time_comes(server: Server) -> None:
         assert found["next_run_at"] > found["last_run_at"]
         paused = client.enable_pipeline_schedule("yearly", False)
         assert paused["enabled"] is False and paused["next_run_at"] is None
-        _make_due(server, "yearly")
+        _make_due(seat, "yearly")
         time.sleep(4)  # a few of the driver's passes
         assert client.pipeline_schedule("yearly")["runs"] == 1
         with pytest.raises(ClientError) as taken:
@@ -440,7 +440,7 @@ def test_a_schedule_starts_a_run_when_its_time_comes(server: Server) -> None:
         assert [r["id"] for r in client.pipeline_runs()] == [run["id"]]
 
 
-def test_an_experiment_step_and_a_step_past_its_timeout(server: Server) -> None:
+def test_an_experiment_step_and_a_step_past_its_timeout(seat: Seat) -> None:
     """An experiment step runs a Katib search whose best model a select step takes; a job
     step running past its timeout is halted and fails, saying so."""
     document = yaml.safe_load(hpo_experiment("ignored", max_trials=2, parallel=2))
@@ -457,7 +457,7 @@ def test_an_experiment_step_and_a_step_past_its_timeout(server: Server) -> None:
             },
         ],
     }
-    with server.client() as client:
+    with seat.client() as client:
         made = client.run_pipeline(pipeline, make_zip({"train.py": TRIAL}))
         run = wait(client, made["id"], 240)
         found = steps(run)

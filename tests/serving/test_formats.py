@@ -28,9 +28,9 @@ def test_loom_files_first_then_an_mlflow_onnx_flavour() -> None:
 @pytest.mark.parametrize(
     ("files", "words"),
     [
-        ({"weights.bin": ""}, "no model.onnx, model.pt or MLflow model"),
+        ({"weights.bin": ""}, "no model file this platform serves"),
         ({"MLmodel": "flavors:\n  sklearn: {pickled_model: model.pkl}\n", "model.pkl": ""},
-         "only the onnx, xgboost and pytorch (TorchScript) flavours are served"),
+         "flavours sklearn: none is served (it needs a python_function flavour"),
         ({"MLmodel": "flavors:\n  onnx: {data: ../../etc/passwd}\n"}, "not a file of the model"),
         ({"MLmodel": "flavors: [\n"}, "not YAML"),
         ({"MLmodel": "artifact_path: x\n"}, "names no flavour"),

@@ -170,6 +170,43 @@ def test_loom_serve_runs_the_model_on_the_gpu(tmp_path: Path) -> None:
 
 
 @needs_gpu
+def test_a_torch_save_module_runs_on_the_gpu(tmp_path: Path) -> None:
+    """A module saved whole with torch.save (its class in net.py beside it: a format that runs
+    its author's code) runs on the GPU it is given and answers as on the CPU."""
+    import torch
+
+    from tests.serving.test_code_formats import NET
+
+    folder = tmp_path / "module"
+    folder.mkdir()
+    (folder / "net.py").write_text(NET)
+    sys.path.insert(0, str(folder))
+    try:
+        from net import Digits  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(folder))
+    module = Digits().eval()
+    torch.save(module, folder / "model.pt")
+    sys.modules.pop("net", None)
+    (folder / "signature.json").write_text(json.dumps({
+        "inputs": [{"name": "image", "datatype": "float32", "shape": [-1, 8, 8]}],
+        "outputs": [{"name": "logits", "datatype": "float32", "shape": [-1, 10]}]}))  # fmt: skip
+    images = digits()[:, 0]
+    body = {"inputs": [{"name": "image", "shape": list(images.shape), "datatype": "FP32",
+                        "data": images.ravel().tolist()}]}  # fmt: skip
+    server = ModelServer(folder, "module", "--device", "cuda")
+    try:
+        answer = httpx.post(f"{server.url}/v2/models/module/infer", json=body).json()
+    finally:
+        said = server.stop()
+    logits = np.array(answer["outputs"][0]["data"], dtype=np.float32).reshape(len(images), 10)
+    with torch.no_grad():
+        want = module(torch.from_numpy(images)).numpy()
+    np.testing.assert_allclose(logits, want, rtol=1e-3, atol=1e-3)
+    assert "Traceback" not in said
+
+
+@needs_gpu
 def test_a_job_and_a_deployment_on_the_gpu(tmp_path: Path, model_zip: bytes) -> None:
     """A job of one GPU sees it (and only it) and runs NCCL on it; a deployment's two replicas
     are pinned to the machine's GPU, run the model there, and answer as the CPU does."""

@@ -1,6 +1,6 @@
 """MLflow model folders with the xgboost and pytorch (TorchScript) flavours, written as MLflow's
-`save_model` lays them out, served by their runtimes and over HTTP; pickles are refused without
-being unpickled."""
+`save_model` lays them out, served by their runtimes and over HTTP; pickles are left to the
+pyfunc flavour (loaded by a sandboxed replica only), told apart without being unpickled."""
 
 from __future__ import annotations
 
@@ -217,17 +217,23 @@ def test_a_torchscript_pytorch_flavour_is_served(digits: Any, tmp_path: Path) ->
     np.testing.assert_array_equal(answer["output-0"], expected)
 
 
-def test_a_torchscript_without_a_signature_is_refused(tmp_path: Path) -> None:
-    """TorchScript does not carry its inputs: without the MLmodel's signature it is refused."""
+def chosen(folder: Path) -> str:
+    """The kind of runtime the platform would choose for a model folder (names only)."""
+    return runtimes.choose(folder).kind
+
+
+def test_a_torchscript_without_a_signature_is_served_by_its_pyfunc(tmp_path: Path) -> None:
+    """TorchScript does not carry its inputs: without the MLmodel's signature its pyfunc
+    flavour serves it (in a replica's sandbox), rather than Loom's own runtime."""
     folder = mlflow_pytorch(tmp_path / "m", scripted_digits().save, None)
-    with pytest.raises(FileNotFoundError, match=r"no tensor signature.*infer_signature"):
-        runtimes.load(folder)
+    assert chosen(folder) == "pyfunc"
 
 
 @pytest.mark.parametrize("zipped", [True, False])
-def test_a_torch_save_pickle_is_refused_unread(tmp_path: Path, zipped: bool) -> None:
-    """A module saved with torch.save (zip or legacy) is refused from its zip's names alone:
-    the marker its unpickling would create is not there, and is once it is unpickled."""
+def test_a_torch_save_pickle_is_left_to_pyfunc_unread(tmp_path: Path, zipped: bool) -> None:
+    """A module saved with torch.save (zip or legacy) is told from its zip's names alone and
+    left to the pyfunc flavour: the marker its unpickling would create is not there, and is
+    once it is unpickled."""
     import torch
 
     marker = tmp_path / "unpickled"
@@ -238,15 +244,15 @@ def test_a_torch_save_pickle_is_refused_unread(tmp_path: Path, zipped: bool) -> 
         torch.save(net, str(path), _use_new_zipfile_serialization=zipped)
 
     folder = mlflow_pytorch(tmp_path / "m", save, SIGNATURE_IMAGES)
-    with pytest.raises(FileNotFoundError, match=r"torch\.save pickle.*torch\.jit\.script"):
-        runtimes.load(folder)
+    assert chosen(folder) == "pyfunc"
     assert not marker.exists()
     torch.load(folder / "data" / "model.pth", weights_only=False)  # the author's code runs
     assert marker.exists()
 
 
-def test_an_sklearn_flavour_is_refused_unread(tmp_path: Path) -> None:
-    """An sklearn-flavour model (a pickle) is refused, naming its flavours and what to save."""
+def test_an_sklearn_flavour_is_chosen_unread(tmp_path: Path) -> None:
+    """An sklearn-flavour model (a pickle) is served by its pyfunc flavour, chosen from the
+    MLmodel alone: the pickle is not opened."""
     import pickle
 
     marker = tmp_path / "unpickled"
@@ -258,10 +264,7 @@ def test_an_sklearn_flavour_is_refused_unread(tmp_path: Path) -> None:
         "sklearn": {"code": None, "pickled_model": "model.pkl",
                     "serialization_format": "cloudpickle", "sklearn_version": "1.9.1"},
     }, SIGNATURE_64)  # fmt: skip
-    with pytest.raises(FileNotFoundError) as raised:
-        runtimes.load(folder)
-    assert "flavours python_function, sklearn" in str(raised.value)
-    assert "save_sklearn_model" in str(raised.value)
+    assert chosen(folder) == "pyfunc"
     assert not marker.exists()
 
 
@@ -270,7 +273,7 @@ def test_an_sklearn_flavour_is_refused_unread(tmp_path: Path) -> None:
     [
         ({"xgboost": {"data": "../model.json"}}, {"../model.json"}, "not a file of the model"),
         ({"xgboost": {"data": "model.pkl"}}, {"model.pkl"}, "not a .json, .ubj"),
-        ({"pytorch": {"model_data": "data"}}, {"data/model.pt2"}, "torch.export"),
+        ({"pytorch": {"model_data": "data"}}, {"data/model.pt2"}, "none is served"),
         ({"pytorch": {"model_data": "/data"}}, {"/data/model.pth"}, "not a file of the model"),
     ],
 )
@@ -325,23 +328,23 @@ def job_zip(folder: Path) -> bytes:
 
 
 @pytest.mark.integration
-def test_a_deployment_serves_xgboost_and_refuses_a_torch_pickle(
+def test_a_deployment_serves_xgboost_and_refuses_what_it_cannot_serve(
     server: Server, classifier: Any, digits: Any, tmp_path: Path
 ) -> None:
-    """Registered versions: an xgboost flavour is deployed and answers; a torch.save pytorch
-    flavour is refused when deployed (told from the registry's copy), with what to log."""
-    import torch
-
+    """Registered versions: an xgboost flavour is deployed and answers; an MLmodel with no
+    flavour that serves is refused when deployed (told from the registry's copy)."""
     named = {**SIGNATURE_64, "inputs": [{**SIGNATURE_64["inputs"][0], "name": "pixels"}]}
     boosted = mlflow_xgboost(tmp_path / "xgb", classifier, "json", named)
-    net = torch.nn.Linear(64, 10)
-    pickled = mlflow_pytorch(tmp_path / "pth", lambda p: torch.save(net, str(p)), SIGNATURE_64)
+    unserved = tmp_path / "unserved"
+    unserved.mkdir()
+    (unserved / "model.pkl").write_bytes(b"")
+    write_mlmodel(unserved, {"sklearn": {"pickled_model": "model.pkl"}}, SIGNATURE_64)
     images = digits[0][:4]
     with server.client() as client:
         register(client, job_zip(boosted), name="boosted")
-        register(client, job_zip(pickled), name="pickled")
-        with pytest.raises(ClientError, match=r"torch\.save pickle.*torch\.jit\.script"):
-            client.deploy("pickled", "pickled")
+        register(client, job_zip(unserved), name="unserved")
+        with pytest.raises(ClientError, match=r"flavours sklearn: none is served"):
+            client.deploy("unserved", "unserved")
         client.deploy("boosted", "boosted")
         try:
             found = client.wait_deployment("boosted", timeout=120)

@@ -3,12 +3,33 @@ up again, on SQLite and (on that run) PostgreSQL."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from loom.store.db import Database, migrate
+from loom.store.db import Database, migrate, upgrade
 from loom.store.tables import Base
+from tests.conftest import database_url
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    """A database built by every migration in turn (a platform's first start creates the tables
+    from their declarations in one step instead: `fresh` below)."""
+    found = Database(database_url(tmp_path))
+    upgrade(found.engine)
+    yield found
+    found.close()
+
+
+def revision(db: Database) -> str | None:
+    with db.engine.connect() as connection:
+        found: str | None = MigrationContext.configure(connection).get_current_revision()
+        return found
 
 
 def differences(db: Database) -> list[object]:
@@ -19,7 +40,22 @@ def differences(db: Database) -> list[object]:
 
 
 def test_migrated_schema_is_the_models_schema(db: Database) -> None:
+    """Every migration from nothing builds the schema the tables declare."""
     assert differences(db) == []
+
+
+def test_a_fresh_database_is_created_at_the_newest_revision(tmp_path: Path, db: Database) -> None:
+    """`migrate` on an empty database creates the declared tables and stamps the newest
+    revision, the one every migration in turn reaches; migrating again changes nothing."""
+    fresh = Database(database_url(tmp_path / "fresh"))
+    try:
+        migrate(fresh.engine)
+        assert differences(fresh) == []
+        assert revision(fresh) == revision(db) is not None
+        migrate(fresh.engine)
+        assert revision(fresh) == revision(db)
+    finally:
+        fresh.close()
 
 
 def test_job_listings_have_their_keyset_indexes(db: Database) -> None:
@@ -47,8 +83,6 @@ def test_newest_migration_goes_down_and_up(db: Database) -> None:
     with db.engine.begin() as connection:
         config.attributes["connection"] = connection
         command.downgrade(config, "-1")
-    columns = [c["name"] for c in inspect(db.engine).get_columns("deployments")]
-    assert "monitoring" not in columns and "gpus_per_replica" in columns
-    assert "drift_windows" not in inspect(db.engine).get_table_names()
+    assert differences(db) != []  # whichever migration is newest, it undid something
     migrate(db.engine)
     assert differences(db) == []

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, text
+from sqlalchemy import text
 
 from loom.domain.accounts import hash_token
 from loom.domain.errors import InvalidInput
 from loom.store import users as user_rows
-from loom.store.db import MIGRATIONS, Database, migrate
+from loom.store.db import Database, migrate, upgrade
 
 
 def test_listing_hides_learner_and_revoked_tokens(db: Database) -> None:
@@ -42,19 +40,11 @@ def test_last_used_is_written_at_most_once_a_minute(db: Database) -> None:
     assert row.last_used_at == 1060.0
 
 
-def _upgrade(engine: Engine, revision: str) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-
-
 def test_migration_gives_existing_tokens_ids(tmp_path: Path) -> None:
     """Tokens stored before the accounts migration get distinct public ids, never expire, and
     still resolve."""
     old = Database(f"sqlite:///{tmp_path / 'old.db'}")
-    _upgrade(old.engine, "0005")
+    upgrade(old.engine, "0005")
     with old.engine.begin() as connection:
         connection.execute(
             text("INSERT INTO users (id, name, is_admin, created_at) VALUES ('u1', 'ada', 1, 0)")

@@ -17,7 +17,7 @@ from loom.domain.resources import parse_memory
 from loom.hpo.service import Experiments
 from loom.launchers.base import Launcher
 from loom.launchers.confinement import SandboxPolicy
-from loom.lifecycle.environments import spec_section
+from loom.lifecycle.environments import sources_of, spec_section
 from loom.lifecycle.isolation import Isolation, decide, sandbox_policy, with_launcher
 from loom.lifecycle.leadership import Leadership
 from loom.lifecycle.manager import LifecycleManager
@@ -237,6 +237,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         unconfined=isolation.replicas_unconfined,
         gpus=serving_gpus(settings),
         detector=detector_environment(settings),
+        sources=sources_of(settings),
     )
     server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
     leadership = Leadership(

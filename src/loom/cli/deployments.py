@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from loom.cli.common import client, console, err
+from loom.cli.jobs import zip_code
 from loom.cli.output import Format, JsonOpt, OutputOpt, WatchOpt, chosen, emit, watch, whole
 from loom.client import ClientError
 
@@ -92,7 +94,11 @@ def _replicas(found: dict[str, Any]) -> str:
 
 def _print(found: dict[str, Any]) -> None:
     console.print(f"[bold]{found['name']}[/bold]: {found['state']}")
-    console.print(f"  model      {found['model']} version {found['model_version']}")
+    if found.get("kind") == "graph":
+        nodes = (found.get("graph") or {}).get("nodes", {})
+        console.print(f"  graph      nodes {', '.join(sorted(nodes))}")
+    else:
+        console.print(f"  model      {found['model']} version {found['model_version']}")
     if found.get("canary"):
         canary = found["canary"]
         console.print(
@@ -151,6 +157,23 @@ def deploy(
     public: Annotated[
         bool, typer.Option("--public", help="answer without a token (default: token or key)")
     ] = False,
+    runtime: Annotated[
+        str | None,
+        typer.Option(
+            help="serve it with this runtime (e.g. tensorflow, kserve); default: "
+            "the first that fits its files"
+        ),
+    ] = None,
+    pip: Annotated[
+        list[str] | None, typer.Option("--pip", help="a package for its replicas (repeat it)")
+    ] = None,
+    explainer: Annotated[
+        str | None, typer.Option(help="the built-in explainer for :explain (captum)")
+    ] = None,
+    transformer: Annotated[
+        Path | None,
+        typer.Option(help="a folder with transformer.py (a kserve.Model) to run in front"),
+    ] = None,
     wait: Annotated[bool, typer.Option(help="wait until it serves")] = True,
 ) -> None:
     """Serve a registered model version behind one endpoint (V2 and V1 over REST, V2 over gRPC)."""
@@ -168,6 +191,10 @@ def deploy(
         grpc_port=grpc_port,
         public=public or None,
         monitoring=monitoring_options(monitor, window, log_payloads),
+        runtime=runtime,
+        pip=pip or None,
+        explainer=explainer,
+        transformer=zip_code(transformer) if transformer else None,
     )
     with client() as loom:
         found = loom.deploy(name, model_name, version, **options)

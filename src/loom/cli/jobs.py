@@ -215,6 +215,8 @@ def _show_job(job: dict[str, Any], wide: bool) -> None:
         console.print(
             f"step {lineage['step']}{item} of pipeline {lineage['pipeline']}, run {lineage['run']}"
         )
+    elif lineage.get("kind") == "object":
+        console.print(f"{lineage['object']} ({lineage.get('apiVersion', '')}), loom apply")
     for kind in ("params", "tags"):
         if job.get(kind):
             logged = Table("NAME", "VALUE", title=kind)
@@ -342,8 +344,23 @@ def _or_unknown(value: float | None, spec: str) -> str:
     return "?" if value is None else format(value, spec)
 
 
-def delete(job_id: JobRef) -> None:
-    """Delete a job, its logs and its files (halting it first if it runs)."""
+def delete(
+    refs: Annotated[list[str] | None, typer.Argument(help="JOB_ID, or KIND NAME")] = None,
+    filename: Annotated[
+        Path | None,
+        typer.Option("--filename", "-f", help="delete the objects a YAML or JSON file names"),
+    ] = None,
+) -> None:
+    """Delete a job, its logs and its files (halting it first if it runs); or, like kubectl,
+    the objects of a file (`-f FILE`) or one object (`KIND NAME`)."""
+    from loom.cli.objects import delete_objects
+
+    if delete_objects(filename, refs or []):
+        return
+    if len(refs or []) != 1:
+        err.print("[red]error:[/red] say a JOB_ID, KIND NAME, or -f FILE")
+        raise typer.Exit(2)
+    job_id = (refs or [""])[0]
     with client() as loom:
         job_id = loom.find_job(job_id)["id"]
         loom.delete(job_id)

@@ -14,10 +14,12 @@ from loom.cli import (
     deployments,
     experiments,
     ffdl,
+    graphs,
     jobs,
     kubernetes,
     models,
     monitoring,
+    objects,
     pipelines,
     tokens,
     users,
@@ -85,6 +87,7 @@ app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
 monitoring.register(deployments.app)
 app.add_typer(deployments.app, name="deployments")
+app.add_typer(graphs.app, name="graphs")
 app.add_typer(experiments.app, name="experiments")
 app.add_typer(pipelines.app, name="pipelines")
 app.add_typer(kubernetes.app, name="kubernetes")
@@ -92,6 +95,8 @@ app.add_typer(admin.app, name="admin")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(contexts.app, name="context")
 app.command()(audit)
+app.command()(objects.apply)
+app.command()(objects.get)
 
 
 def main() -> None:

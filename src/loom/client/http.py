@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -15,9 +16,11 @@ import httpx
 
 from loom.client import contexts
 from loom.client.accounts import AccountCalls
+from loom.client.archive import zip_folder
 from loom.client.errors import ClientError
 from loom.client.experiments import ExperimentCalls
 from loom.client.job_lookup import JobLookupCalls
+from loom.client.objects import ObjectCalls
 from loom.client.pipelines import PipelineCalls
 
 __all__ = ["ClientError", "LoomClient"]
@@ -106,7 +109,7 @@ def tls_verify(ca_bundle: str | None = None) -> ssl.SSLContext | bool:
         raise ClientError(f"CA bundle {bundle!r} (LOOM_CA_BUNDLE, --cacert): {why}") from exc
 
 
-class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, JobLookupCalls):
+class LoomClient(AccountCalls, ExperimentCalls, ObjectCalls, PipelineCalls, JobLookupCalls):
     def __init__(
         self, url: str, token: str | None, *, timeout: float = 60.0, ca_bundle: str | None = None
     ) -> None:
@@ -457,9 +460,21 @@ class LoomClient(AccountCalls, ExperimentCalls, PipelineCalls, JobLookupCalls):
     ) -> dict[str, Any]:
         """Serve a version of a model; `options`: min_replicas, max_replicas,
         target_concurrency, scale_down_delay_s, batch_size, batch_wait_ms, gpus_per_replica,
-        request_log, port, grpc_port, public (answer without a token)."""
+        request_log, port, grpc_port, public (answer without a token), runtime, pip,
+        explainer, transformer (a folder holding transformer.py, or its zip's bytes)."""
+        transformer = options.pop("transformer", None)
+        if transformer is not None:
+            data = transformer if isinstance(transformer, bytes) else zip_folder(Path(transformer))
+            options["transformer"] = base64.b64encode(data).decode()
         body = {"name": name, "model": model, "version": version, **options}
         result: dict[str, Any] = self._request("POST", "/v1/deployments", json=body).json()
+        return result
+
+    def create_graph(self, name: str, graph: dict[str, Any], **options: Any) -> dict[str, Any]:
+        """An inference graph of your deployments (KServe's InferenceGraph spec, or the whole
+        object); `options`: port, grpc_port, public. Shown and deleted as a deployment."""
+        body = {"name": name, "graph": graph, **options}
+        result: dict[str, Any] = self._request("POST", "/v1/graphs", json=body).json()
         return result
 
     def deployments(self) -> list[dict[str, Any]]:

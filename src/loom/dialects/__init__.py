@@ -23,7 +23,10 @@ from loom.dialects import ffdl
 
 def routers() -> list[APIRouter]:
     """Every dialect's HTTP routes, mounted by `loom.app.create_app` beside the core API."""
-    return [ffdl.router]
+    from loom.dialects.apply.router import router as apply  # imported late: dialects import
+    # `loom.dialects.kinds`, which imports this package first
+
+    return [ffdl.router, apply]
 
 
 def middleware() -> list[type[ASGIApp]]:

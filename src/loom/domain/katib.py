@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from loom.domain import spec_checks as check
 from loom.domain.errors import ManifestError
+from loom.domain.katib_collectors import collector
 from loom.domain.katib_types import (
     ALGORITHMS,
     EARLY_STOPPING,
@@ -61,20 +62,12 @@ DEFAULT_PARALLEL = 3  # Katib's DefaultTrialParallelCount
 _INTEGER = re.compile(r"[+-]?\d+")
 _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
-CollectorKind = Literal["StdOut", "File", "TensorFlowEvent", "None"]
-FileFormat = Literal["TEXT", "JSON"]
 ResumePolicy = Literal["Never", "LongRunning", "FromVolume"]
 _TYPES: tuple[ParameterType, ...] = ("double", "int", "categorical", "discrete")
 _DISTRIBUTIONS: tuple[Distribution, ...] = ("uniform", "logUniform", "normal", "logNormal")
 _STRATEGIES: tuple[Strategy, ...] = ("min", "max", "latest")
-_COLLECTORS: tuple[CollectorKind, ...] = ("StdOut", "File", "TensorFlowEvent", "None")
 _OBJECTIVES: tuple[Literal["maximize", "minimize"], ...] = ("maximize", "minimize")
 _RESUME: tuple[ResumePolicy, ...] = ("Never", "LongRunning", "FromVolume")
-_SIDECARS = {  # Katib's collectors that are Kubernetes machinery
-    "PrometheusMetric": "a Kubernetes sidecar scraping the trial's Prometheus endpoint",
-    "Custom": "a Kubernetes sidecar container of your own",
-    "Push": "a push to Katib's database; log metrics with Loom's tracking SDK and use None",
-}
 # Fields Katib's own examples carry that mean nothing for a Loom job: accepted, said aloud.
 _IGNORED = {
     "primaryContainerName": "a Loom trial is one job; its learners are its containers",
@@ -169,7 +162,7 @@ def _spec(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> E
         resume_policy=check.choice(
             spec.get("resumePolicy") or "Never", at("resumePolicy"), _RESUME
         ),
-        metrics_collector=_collector(spec.get("metricsCollectorSpec"), at("metricsCollectorSpec")),
+        metrics_collector=collector(spec.get("metricsCollectorSpec"), at("metricsCollectorSpec")),
         warnings=tuple(warnings),
     )
     _check_template(made, "metricsCollectorSpec" in spec, at)
@@ -225,14 +218,14 @@ def _ranged(
     if "list" in space:
         raise check.fail(f"{where}.list", f"a {kind} parameter takes min and max, not a list")
     low, high = (_bound(space.get(key), f"{where}.{key}", kind) for key in ("min", "max"))
-    if low >= high:
-        raise check.fail(f"{where}.max", f"{high:g} must be more than min ({low:g})")
+    if low > high:  # min = max is a constant (Katib's own hyperband example has one)
+        raise check.fail(f"{where}.max", f"{high:g} must not be less than min ({low:g})")
     if distribution in ("logUniform", "logNormal") and low <= 0:
         raise check.fail(f"{where}.min", f"a {distribution} parameter needs min > 0, got {low:g}")
     if space.get("step") in (None, ""):
         return low, high, None
     step = check.number(space["step"], f"{where}.step")
-    if step <= 0 or step > high - low:
+    if step <= 0 or (step > high - low and high > low):
         raise check.fail(
             f"{where}.step", f"{space['step']!r} must be > 0 and ≤ max − min ({high - low:g})"
         )
@@ -326,81 +319,6 @@ def _algorithm(found: dict[str, Any], where: str, names: tuple[str, ...]) -> Alg
     name = check.choice(found.get("algorithmName"), f"{where}.algorithmName", names)
     settings = check.pairs(found.get("algorithmSettings"), f"{where}.algorithmSettings")
     return Algorithm(name, {key: value for _, key, value in settings})
-
-
-# -- metrics -----------------------------------------------------------------------------------
-def _collector(value: Any, where: str) -> MetricsCollector:
-    if value is None:
-        return MetricsCollector()
-    found = check.mapping(value, where)
-    check.known(found, ("collector", "source"), where)
-    kind = _collector_kind(found.get("collector"), f"{where}.collector")
-    source_at = f"{where}.source"
-    source = check.mapping(found.get("source") or {}, source_at)
-    check.known(source, ("filter", "fileSystemPath"), source_at)
-    filters = _filters(source.get("filter"), f"{source_at}.filter")
-    path, fmt = _file_path(source.get("fileSystemPath"), f"{source_at}.fileSystemPath", kind)
-    if source.get("filter") is not None and (kind in ("TensorFlowEvent", "None") or fmt == "JSON"):
-        why = "a JSON file's metrics are its keys" if fmt == "JSON" else f"a {kind} collector"
-        raise check.fail(f"{source_at}.filter", f"{why} takes no filter")
-    return MetricsCollector(kind, filters, path, fmt)
-
-
-def _collector_kind(value: Any, where: str) -> CollectorKind:
-    collector = check.mapping(value or {}, where)
-    kind = collector.get("kind", "StdOut")
-    if kind in _SIDECARS:  # before the keys: Custom comes with its `customCollector` container
-        raise check.fail(
-            f"{where}.kind",
-            f"{kind} is {_SIDECARS[kind]}; Loom collects StdOut, File, TensorFlowEvent or None",
-        )
-    check.known(collector, ("kind",), where)
-    return check.choice(kind, f"{where}.kind", _COLLECTORS)
-
-
-def _filters(value: Any, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    found = check.mapping(value, where)
-    check.known(found, ("metricsFormat",), where)
-    patterns = []
-    for index, item in enumerate(
-        check.sequence(found.get("metricsFormat"), f"{where}.metricsFormat")
-    ):
-        at = f"{where}.metricsFormat[{index}]"
-        pattern = check.text(item, at)
-        try:
-            groups = re.compile(pattern).groups
-        except re.error as exc:
-            raise check.fail(at, f"{pattern!r} is not a regular expression: {exc}") from None
-        if groups < 2:
-            raise check.fail(at, f"{pattern!r} needs two groups: the metric's name, then its value")
-        patterns.append(pattern)
-    return tuple(patterns)
-
-
-def _file_path(value: Any, where: str, kind: CollectorKind) -> tuple[str | None, FileFormat | None]:
-    """`fileSystemPath`: a File collector's file (TEXT or JSON lines), a TensorFlowEvent
-    collector's directory; the others read none."""
-    wanted = {"File": "File", "TensorFlowEvent": "Directory"}.get(kind)
-    if wanted is None:
-        if value is not None:
-            raise check.fail(where, f"a {kind} collector reads no file; leave fileSystemPath out")
-        return None, None
-    found = check.mapping(value or {}, where)
-    check.known(found, ("path", "kind", "format"), where)
-    if found.get("path") in (None, ""):
-        raise check.fail(f"{where}.path", f"a {kind} collector needs a path: its {wanted.lower()}")
-    path = check.text(found["path"], f"{where}.path")
-    if found.get("kind") not in (None, wanted):
-        given = check.choice(found["kind"], f"{where}.kind", ("File", "Directory"))
-        raise check.fail(f"{where}.kind", f"{given}: a {kind} collector reads a {wanted.lower()}")
-    if kind == "TensorFlowEvent":
-        if found.get("format") not in (None, ""):
-            raise check.fail(f"{where}.format", "event files have their own format; leave it out")
-        return path, None
-    formats: tuple[FileFormat, ...] = ("TEXT", "JSON")
-    return path, check.choice(found.get("format") or "TEXT", f"{where}.format", formats)
 
 
 # -- the trial template ------------------------------------------------------------------------
@@ -565,12 +483,16 @@ def _as_number(text: str) -> Any:
     return float(text) if _DECIMAL.fullmatch(text) else text
 
 
-def _metrics(collector: MetricsCollector) -> dict[str, Any] | None:
+def _metrics(spec: ExperimentSpec) -> dict[str, Any] | None:
     """The collector as the manifest's `evaluation_metrics`."""
+    collector = spec.metrics_collector
     if collector.kind == "None":
         return None
     if collector.kind == "TensorFlowEvent":
         return {"type": "tensorboard", "in": collector.path}
+    if collector.kind == "PrometheusMetric":
+        names = [spec.objective.metric, *spec.objective.additional]
+        return {"type": "prometheus", "in": collector.path, "filters": names}
     found: dict[str, Any] = {"type": "katib"}
     if collector.kind == "File":
         found.update({"in": collector.path, "format": collector.format or "TEXT"})
@@ -588,7 +510,7 @@ def trial_manifest(spec: ExperimentSpec, assignments: dict[str, str]) -> dict[st
         raise check.fail("spec.trialTemplate.trialParameters", f"no value for {', '.join(missing)}")
     manifest: dict[str, Any] = _substitute(copy.deepcopy(spec.trial_spec), assignments)
     if "evaluation_metrics" not in manifest:
-        metrics = _metrics(spec.metrics_collector)
+        metrics = _metrics(spec)
         if metrics is not None:
             manifest["evaluation_metrics"] = metrics
     try:

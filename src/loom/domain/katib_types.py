@@ -18,6 +18,7 @@ ALGORITHMS = (
     "sobol",
     "bayesianoptimization",
     "hyperband",
+    "pbt",
 )
 EARLY_STOPPING = ("medianstop", "asha", "successivehalving")
 
@@ -66,9 +67,10 @@ class TrialParameter:
 class MetricsCollector:
     """`spec.metricsCollectorSpec`: where the trial's metrics come from."""
 
-    kind: Literal["StdOut", "File", "TensorFlowEvent", "None"] = "StdOut"
+    kind: Literal["StdOut", "File", "TensorFlowEvent", "PrometheusMetric", "None"] = "StdOut"
     filters: tuple[str, ...] = ()  # source.filter.metricsFormat: regexes, group 1 name, 2 value
-    path: str | None = None  # source.fileSystemPath.path (File, TensorFlowEvent)
+    # source.fileSystemPath.path (File, TensorFlowEvent); PrometheusMetric: `PORT/PATH`
+    path: str | None = None
     format: Literal["TEXT", "JSON"] | None = None  # source.fileSystemPath.format (File)
 
 

@@ -6,7 +6,9 @@ Pure: the lifecycle gives the learner's rank and the ports it reserved; nothing 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 TENSORFLOW = frozenset({"tensorflow", "tf", "keras"})
 JAX = frozenset({"jax", "flax"})
@@ -83,10 +85,29 @@ def hostfile(gang: Gang) -> str:
 
 
 def framework_env(
-    framework: str, gang: Gang, rank: int, *, parameter_servers: int = 0
+    framework: str,
+    gang: Gang,
+    rank: int,
+    *,
+    parameter_servers: int = 0,
+    replicas: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """PyTorch's variables for every job (harmless elsewhere, and many tools read them), plus
-    the framework's own: TF_CONFIG, JAX's, or Horovod's."""
+    the framework's own: TF_CONFIG, JAX's, or Horovod's; for a job made from a Kubeflow object,
+    what its operator sets for each replica (`replicas`: `framework_options.replicas`)."""
+    env = _framework_env(framework, gang, rank, parameter_servers)
+    if replicas is not None:
+        from loom.domain.replicas import layout_of, replica_env  # it builds on this module
+
+        layout = layout_of(replicas)
+        assert layout is not None
+        if layout.style == "TFJob":
+            env.pop("TF_CONFIG", None)  # the operator's own, or none for a single replica
+        env.update(replica_env(layout, gang, rank))
+    return env
+
+
+def _framework_env(framework: str, gang: Gang, rank: int, parameter_servers: int) -> dict[str, str]:
     env = pytorch_env(gang, rank)
     name = framework.lower()
     if name in TENSORFLOW:

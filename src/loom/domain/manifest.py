@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -25,6 +26,7 @@ from pydantic import (
 from loom.domain.environments import MAX_PACKAGES, requirement_problem
 from loom.domain.errors import NUL_WHY, ManifestError
 from loom.domain.patterns import PatternError, compile_pattern, reference
+from loom.domain.replicas import layout_of
 from loom.domain.resources import ResourceError, Resources, parse_memory
 from loom.domain.safe_yaml import UnsafeYaml, safe_load
 
@@ -130,6 +132,7 @@ class MetricsType(StrEnum):
     TENSORBOARD = "tensorboard"
     EMETRICS_FILE = "emetrics_file"
     KATIB = "katib"
+    PROMETHEUS = "prometheus"  # Katib's PrometheusMetric: `in` is PORT/PATH on the learner
 
 
 # What Loom itself sets for a learner; a manifest's `environment.env` cannot change it.
@@ -263,7 +266,8 @@ class EvaluationMetrics(_Strict):
     file: Text | None = None
     groups: dict[str, RegexGroup] | None = None
     # Katib's collectors (type katib): its filters (group 1 a name, 2 a value), and with `in`
-    # a file of TEXT lines or JSON lines instead of the output.
+    # a file of TEXT lines or JSON lines instead of the output. Type prometheus: the metrics'
+    # names to keep of what the endpoint `in` (PORT/PATH) exposes.
     filters: list[Text] | None = None
     format: Literal["TEXT", "JSON"] | None = None
 
@@ -271,24 +275,28 @@ class EvaluationMetrics(_Strict):
     def lookahead(self) -> int:
         return self.line_lookahead or self.linelookahead or 4
 
-    @field_validator("filters")
-    @classmethod
-    def _two_groups(cls, value: list[str] | None) -> list[str] | None:
-        for index, pattern in enumerate(value or []):
+    def _two_groups(self) -> None:
+        for index, pattern in enumerate(self.filters or []):
             try:
                 groups = re.compile(pattern).groups
             except re.error as exc:
                 raise ValueError(f"filters[{index}] is not a regular expression: {exc}") from None
             if groups < 2:
                 raise ValueError(f"filters[{index}] needs two groups: a metric's name, its value")
-        return value
 
     @model_validator(mode="after")
     def _groups_for_regex(self) -> EvaluationMetrics:
         if self.type == MetricsType.REGEX_EXTRACTOR and not self.groups:
             raise ValueError("regex_extractor needs `groups`, each with a `regex`")
+        if self.type == MetricsType.PROMETHEUS:
+            if not self.in_ or not re.fullmatch(r"\d{1,5}/\S*", self.in_) or self.format:
+                raise ValueError(
+                    "prometheus needs `in`: the learner's PORT/PATH, e.g. 8080/metrics"
+                )
+            return self
         if (self.filters or self.format) and self.type != MetricsType.KATIB:
             raise ValueError("filters and format are Katib's: only with type katib")
+        self._two_groups()
         if self.format and not self.in_:
             raise ValueError("format is a metrics file's: give the file with `in`")
         if self.format == "JSON" and self.filters:
@@ -334,6 +342,8 @@ class Manifest(_Strict):
     priority: int = 0
     restart_policy: RestartPolicy = RestartPolicy.NEVER
     max_restarts: int = Field(default=0, ge=0, le=100)
+    # Seconds the job may run from its start (restarts included); past them it is halted.
+    timeout_s: int | None = Field(default=None, ge=1, le=366 * 86_400)
     model_name: Text | None = None
     framework_options: dict[str, Any] = Field(default_factory=dict)
     environment: Environment | None = None
@@ -347,12 +357,19 @@ class Manifest(_Strict):
 
     @field_validator("framework_options")
     @classmethod
-    def _known_placement(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _known_placement(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         placement = value.get("placement", "pack")
         if placement not in PLACEMENTS:
             raise ValueError(
                 f"placement {placement!r} is not one of {', '.join(PLACEMENTS)} (how a cluster "
                 "launcher spreads the learners over its machines)"
+            )
+        layout = layout_of(value.get("replicas"))  # a Kubeflow object's: ValueError if bad
+        learners = info.data.get("learners")
+        if layout is not None and learners is not None and layout.size != learners:
+            raise ValueError(
+                f"replicas has {layout.size} replicas, but learners is {learners}: one learner "
+                "per replica"
             )
         return value
 

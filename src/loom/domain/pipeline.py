@@ -34,9 +34,17 @@ _FIELDS: dict[StepKind, tuple[str, ...]] = {
     "shell": ("command", "inputs", *_RESOURCES),
     "experiment": ("experiment",),
     "select": ("from", "model", "metric", "mode"),
-    "deploy": ("deployment", "model", "min_replicas", "max_replicas", "public"),
+    "deploy": (
+        *("deployment", "model", "min_replicas", "max_replicas", "public", "scaling"),
+        "canary_percent",
+    ),
 }
 _TOP = ("name", "description", "parameters", "steps", "on_exit")
+# A deploy step's `scaling`: the deployment's settings beyond its replicas' bounds.
+SCALING = (
+    *("target_concurrency", "scale_down_delay_s", "batch_size", "batch_wait_ms", "request_log"),
+    "gpus_per_replica",
+)
 
 
 @dataclass(frozen=True)
@@ -270,13 +278,23 @@ def _kind_fields(kind: StepKind, fields: dict[str, Any], where: str, names: list
         check.text(fields.get("metric"), f"{where}.metric")
         check.choice(fields.get("mode", "max"), f"{where}.mode", ("max", "min"))
     else:
-        check.text(fields.get("deployment"), f"{where}.deployment")
-        check.text(fields.get("model"), f"{where}.model")
-        if "public" in fields:
-            _flag(fields["public"], f"{where}.public")
-        for key in ("min_replicas", "max_replicas"):
-            if not isinstance(fields.get(key), str):  # a reference is checked when it is used
-                check.count(fields.get(key), f"{where}.{key}", 0)
+        _deploy_fields(fields, where)
+
+
+def _deploy_fields(fields: dict[str, Any], where: str) -> None:
+    check.text(fields.get("deployment"), f"{where}.deployment")
+    check.text(fields.get("model"), f"{where}.model")
+    if "public" in fields:
+        _flag(fields["public"], f"{where}.public")
+    for key in ("min_replicas", "max_replicas"):
+        if not isinstance(fields.get(key), str):  # a reference is checked when it is used
+            check.count(fields.get(key), f"{where}.{key}", 0)
+    scaling = check.mapping(fields.get("scaling") or {}, f"{where}.scaling")
+    check.known(scaling, SCALING, f"{where}.scaling")
+    if fields.get("canary_percent") is not None:
+        percent = check.number(fields["canary_percent"], f"{where}.canary_percent")
+        if not 0 <= percent <= 100:
+            raise check.fail(f"{where}.canary_percent", f"0 to 100, got {percent:g}")
 
 
 def _parallelism(item: dict[str, Any], where: str) -> int | None:

@@ -18,8 +18,8 @@ T = TypeVar("T", bound=str)
 # Katib fields refused wherever they are not allowed, with why.
 REFUSED = {
     "nasConfig": "neural architecture search is not offered by Loom",
-    "configMap": "a Kubernetes ConfigMap; put the Loom manifest in trialSpec",
-    "httpGet": "Prometheus scraping is Kubernetes machinery; Loom reads stdout or files",
+    "configMap": "a Kubernetes ConfigMap; put the Loom manifest in trialSpec (or apply the "
+    "Experiment and its ConfigMap with `loom apply -f`)",
     "distribution": "it goes in feasibleSpace, where Katib reads it",
 }
 

@@ -71,6 +71,7 @@ class Request:
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
+    index_strategy: str = "first-index"
     source_builds: bool = False
     max_bytes: int = 20 * 2**30
     max_age_s: float = 30 * 86400.0
@@ -87,6 +88,7 @@ class Request:
             index_url=spec.get("index_url"),
             extra_index_urls=list(spec.get("extra_index_urls", [])),
             find_links=list(spec.get("find_links", [])),
+            index_strategy=str(spec.get("index_strategy", "first-index")),
             source_builds=bool(spec.get("source_builds", False)),
             max_bytes=int(spec.get("max_bytes", 20 * 2**30)),
             max_age_s=float(spec.get("max_age_s", 30 * 86400.0)),
@@ -205,7 +207,7 @@ def build(request: Request, log: Say, progress: Say) -> None:
         _run(_venv_command(folder), request, keep)
         _layer(folder)
         _run(_install_command(request), request, keep)
-        _run(_compile_command(folder), request, keep)
+        _compile(folder, request, keep)
         _readable(folder)
     except BuildFailed:
         shutil.rmtree(folder, ignore_errors=True)
@@ -255,6 +257,8 @@ def _install_command(request: Request) -> list[str]:
         command += ["--extra-index-url", url]
     for place in request.find_links:
         command += ["--find-links", place]
+    if request.index_strategy != "first-index":
+        command += ["--index-strategy", request.index_strategy]
     return [*command, "--", *request.packages]
 
 
@@ -264,6 +268,18 @@ def _compile_command(folder: Path) -> list[str]:
     never the environment's, whose packages' `.pth` files would run their code as this user."""
     target = next((folder / "lib").glob("python3*/site-packages"))
     return [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0", str(target)]
+
+
+def _compile(folder: Path, request: Request, say: Say) -> None:
+    """Bytecode for what will be imported. A file that does not compile on this Python (torch
+    ships test files for newer ones) is left to fail where it is imported, if ever: the
+    environment is still good, as pip's own install would leave it."""
+    try:
+        _run(_compile_command(folder), request, say)
+    except BuildFailed as exc:
+        if request.cancel.is_set() or "Error compiling" not in exc.message:
+            raise
+        say("some files do not compile on this Python (left as source)")
 
 
 def _readable(folder: Path) -> None:

@@ -26,11 +26,16 @@ SAMPLER_SETTINGS: dict[str, tuple[str, ...]] = {
     "grid": ("random_state",),
     "tpe": ("random_state", "n_startup_trials", "n_ei_candidates", "prior_weight"),
     "multivariate-tpe": ("random_state", "n_startup_trials", "n_ei_candidates", "prior_weight"),
-    "cmaes": ("random_state", "sigma", "n_startup_trials", "popsize"),
+    "cmaes": ("random_state", "sigma", "n_startup_trials", "popsize", "restart_strategy"),
     "sobol": ("random_state", "scramble"),
     "bayesianoptimization": ("random_state", "n_initial_points", "base_estimator"),
-    "hyperband": ("random_state", "eta", "r_l", "min_resource"),
+    "hyperband": ("random_state", "eta", "r_l", "min_resource", "resource_name"),
+    "pbt": (
+        *("random_state", "n_population", "truncation_threshold", "resample_probability"),
+        "suggestion_trial_dir",
+    ),
 }
+RESTART_STRATEGIES = ("none", "ipop", "bipop")
 PRUNER_SETTINGS: dict[str, tuple[str, ...]] = {
     "medianstop": ("min_trials_required", "start_step"),
     "asha": ("min_resource", "reduction_factor", "min_early_stopping_rate"),
@@ -46,13 +51,6 @@ class Settings:
         self.where = where
         for name in self.values:
             if name not in known:
-                if algorithm.name == "hyperband" and name == "resource_name":
-                    raise ManifestError(
-                        "resource_name: Loom's hyperband stops trials early on the steps they "
-                        "report (Optuna's Hyperband), so no parameter carries the budget; give "
-                        "the trial its full budget and report `epoch=` or `step=` with the metric",
-                        field=f"{where}[resource_name]",
-                    )
                 offered = ", ".join(known) or "none"
                 raise ManifestError(
                     f"{name}: not a setting of {algorithm.name} (its settings: {offered})",
@@ -73,6 +71,14 @@ class Settings:
         if value < low:
             raise ManifestError(f"{name}: {raw!r} must be ≥ {low}", field=f"{self.where}[{name}]")
         return value
+
+    def choice(self, name: str, allowed: tuple[str, ...], default: str) -> str:
+        raw = self.values.get(name, default)
+        if raw not in allowed:
+            raise ManifestError(
+                f"{name}: {raw!r} is not one of {', '.join(allowed)}", field=f"{self.where}[{name}]"
+            )
+        return raw
 
     def flag(self, name: str, default: bool) -> bool:
         raw = self.values.get(name)
@@ -97,7 +103,7 @@ def sampler(spec: ExperimentSpec, proposed: int = 0) -> optuna.samplers.BaseSamp
     name = algorithm.name
     if seed is not None and name not in ("grid", "sobol"):
         seed = (seed + proposed * 7919) % 2**32
-    if name in ("random", "hyperband"):
+    if name in ("random", "hyperband", "pbt"):
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
         return optuna.samplers.GridSampler(space.grid(spec.parameters), seed=seed)
@@ -110,12 +116,17 @@ def sampler(spec: ExperimentSpec, proposed: int = 0) -> optuna.samplers.BaseSamp
             multivariate=name == "multivariate-tpe",
         )
     if name == "cmaes":
-        return optuna.samplers.CmaEsSampler(
-            seed=seed,
-            sigma0=settings.get("sigma", float, None),
-            n_startup_trials=settings.get("n_startup_trials", int, 1),
-            popsize=settings.get("popsize", int, None, low=2),
-        )
+        restart = settings.choice("restart_strategy", RESTART_STRATEGIES, "none")
+        with warnings.catch_warnings():  # restart strategies are "experimental" in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            return optuna.samplers.CmaEsSampler(
+                seed=seed,
+                sigma0=settings.get("sigma", float, None),
+                n_startup_trials=settings.get("n_startup_trials", int, 1),
+                popsize=settings.get("popsize", int, None, low=2),
+                restart_strategy=None if restart == "none" else restart,
+            )
     if name == "sobol":
         scramble = settings.flag("scramble", True)
         with warnings.catch_warnings():  # "experimental" since Optuna 3.0, and still there
@@ -147,13 +158,16 @@ def _gaussian_process(settings: Settings, seed: int | None) -> optuna.samplers.B
 
 
 def pruner(spec: ExperimentSpec) -> optuna.pruners.BasePruner | None:
-    """What stops trials early: `spec.earlyStopping`, or hyperband's own brackets."""
+    """What stops trials early: `spec.earlyStopping`, or hyperband's own brackets (with a
+    `resource_name`, Katib's: its brackets give budgets instead, see `schedules`)."""
+    if spec.algorithm.name in ("hyperband", "pbt") and spec.early_stopping is not None:
+        raise ManifestError(
+            f"{spec.algorithm.name} decides which trials go on itself; leave earlyStopping out",
+            field="spec.earlyStopping",
+        )
+    if spec.algorithm.name == "hyperband" and "resource_name" in spec.algorithm.settings:
+        return None
     if spec.algorithm.name == "hyperband":
-        if spec.early_stopping is not None:
-            raise ManifestError(
-                "hyperband stops trials early itself; leave earlyStopping out",
-                field="spec.earlyStopping",
-            )
         settings = Settings(spec.algorithm, SAMPLER_SETTINGS["hyperband"], _ALGO)
         return optuna.pruners.HyperbandPruner(
             min_resource=settings.get("min_resource", int, 1, low=1),
@@ -201,3 +215,47 @@ def check(spec: ExperimentSpec) -> None:
     space.distributions(spec.parameters)
     sampler(spec)
     pruner(spec)
+    name = spec.algorithm.name
+    for index, parameter in enumerate(spec.parameters):
+        if parameter.distribution in space.NORMAL and name in ("grid", "pbt"):
+            raise ManifestError(
+                f"{parameter.name}: {name} walks or perturbs values, not a "
+                f"{parameter.distribution} distribution's quantiles; use uniform",
+                field=f"spec.parameters[{index}].feasibleSpace.distribution",
+            )
+    if name == "hyperband" and "resource_name" in spec.algorithm.settings:
+        _check_budget(spec)
+    if name == "pbt":
+        _check_population(spec)
+
+
+def _check_budget(spec: ExperimentSpec) -> None:
+    """Katib's: the budget parameter is a parameter, r_l its most, eta at least 2."""
+    settings = Settings(spec.algorithm, SAMPLER_SETTINGS["hyperband"], _ALGO)
+    resource = spec.algorithm.settings["resource_name"]
+    found = next((p for p in spec.parameters if p.name == resource), None)
+    if found is None or found.type not in ("int", "double"):
+        raise ManifestError(
+            f"resource_name: {resource!r} is not an int or double parameter of the experiment",
+            field=f"{_ALGO}[resource_name]",
+        )
+    if settings.get("r_l", float, None, low=1) is None:
+        raise ManifestError(
+            "r_l: the most budget a trial gets is required with resource_name",
+            field=f"{_ALGO}[r_l]",
+        )
+    settings.get("eta", int, 3, low=2)
+
+
+def _check_population(spec: ExperimentSpec) -> None:
+    """Katib's: a population of 5 or more, a truncation threshold and a resample probability
+    between 0 and 1."""
+    settings = Settings(spec.algorithm, SAMPLER_SETTINGS["pbt"], _ALGO)
+    for name in ("n_population", "truncation_threshold"):
+        if name not in spec.algorithm.settings:
+            raise ManifestError(f"{name}: pbt needs it", field=f"{_ALGO}[{name}]")
+    settings.get("n_population", int, 5, low=5)
+    for name in ("truncation_threshold", "resample_probability"):
+        value = settings.get(name, float, 0.0)
+        if value > 1:
+            raise ManifestError(f"{name}: must be between 0 and 1", field=f"{_ALGO}[{name}]")

@@ -297,7 +297,10 @@ class ExperimentDriver(RowDriver):
         for _ in range(wanted):
             if search.exhausted():
                 break
-            proposals.append(search.propose())
+            proposal = search.propose()
+            if proposal is None:  # the algorithm waits for running trials
+                break
+            proposals.append(proposal)
         if not proposals and view.experiment.state == ExperimentPhase.RUNNING.value:
             return
         with self.db.session() as session:

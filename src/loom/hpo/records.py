@@ -13,7 +13,10 @@ from loom.domain.errors import SecretKeyError
 from loom.domain.katib import ExperimentSpec, parse_experiment, trial_manifest
 from loom.domain.manifest import manifest_from_dict
 from loom.lifecycle.manager import LifecycleManager
+from loom.lifecycle.workspace import Workspace
+from loom.sandbox.files import copy_tree
 from loom.storage.artifacts import ArtifactStore
+from loom.store import experiments as rows
 from loom.store.db import Database
 from loom.store.secret_keys import SecretKeys
 from loom.store.tables import Experiment, Trial, User
@@ -87,6 +90,7 @@ class ExperimentRecords:
         )
         original = trial_manifest(full, assignments(spec, experiment, trial))
         manifest = manifest_from_dict(original)
+        self._inherit(experiment, trial)
         code = self.artifacts.path(experiment.code_digest).read_bytes()
         with self.db.session() as session:
             owner = session.get_one(User, experiment.owner_id)
@@ -98,6 +102,20 @@ class ExperimentRecords:
             "parameters": dict(trial.parameters),
         }
         self.lifecycle.submit(owner, manifest, original, code, job_id=trial.job_id, lineage=lineage)
+
+    def _inherit(self, experiment: Experiment, trial: Trial) -> None:
+        """PBT: a trial starts from its parent's checkpoints, copied into its own (only the
+        regular files: the parent's job wrote them)."""
+        attrs = (trial.sampler_state or {}).get("attrs") or {}
+        parent = (attrs.get("pbt") or {}).get("parent")
+        if parent is None:
+            return
+        with self.db.session() as session:
+            found = {t.number: t.job_id for t in rows.trials_of(session, experiment.id)}
+        jobs = self.lifecycle.settings.jobs_dir
+        if parent in found:
+            source = Workspace(jobs, found[parent]).checkpoints
+            copy_tree(source, Workspace(jobs, trial.job_id).checkpoints)
 
 
 def assignments(spec: ExperimentSpec, experiment: Experiment, trial: Trial) -> dict[str, str]:

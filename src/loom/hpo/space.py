@@ -4,6 +4,7 @@ text, substituted into the trial's manifest."""
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any
 
 from optuna.distributions import (
@@ -23,17 +24,26 @@ def _field(index: int, key: str) -> str:
     return f"spec.parameters[{index}].{key}"
 
 
+# A normal parameter is searched as its quantile in (0, 1): every sampler sees a plain range,
+# and a uniform draw of the quantile is a normal draw of the value (Katib's hyperopt: centred
+# on (min + max) / 2 with σ = (max − min) / 6; logNormal the same in log space).
+QUANTILE = FloatDistribution(1e-6, 1 - 1e-6)
+NORMAL = ("normal", "logNormal")
+
+
 def distribution(index: int, parameter: Parameter) -> BaseDistribution:
     """Optuna's distribution for one parameter; what Optuna cannot sample is refused."""
     log = parameter.distribution == "logUniform"
-    if parameter.distribution in ("normal", "logNormal"):
-        raise ManifestError(
-            f"{parameter.name}: distribution {parameter.distribution} is not offered by Loom's "
-            "samplers (Optuna's); use uniform or logUniform",
-            field=_field(index, "feasibleSpace.distribution"),
-        )
     if parameter.type in ("categorical", "discrete"):
+        if parameter.distribution in NORMAL:
+            raise ManifestError(
+                f"{parameter.name}: a {parameter.type} parameter has no {parameter.distribution} "
+                "distribution; its values are listed",
+                field=_field(index, "feasibleSpace.distribution"),
+            )
         return CategoricalDistribution(parameter.values)
+    if parameter.distribution in NORMAL and parameter.min != parameter.max:
+        return QUANTILE
     assert parameter.min is not None and parameter.max is not None
     if log and parameter.step is not None:
         raise ManifestError(
@@ -84,3 +94,26 @@ def as_text(value: Any) -> str:
     if isinstance(value, float):
         return repr(value) if not value.is_integer() else str(value)
     return str(value)
+
+
+def value_of(parameter: Parameter, sampled: Any) -> Any:
+    """The parameter's value for a sampled point: a normal parameter's quantile turned into its
+    value (kept within min and max, on its step), anything else as sampled."""
+    if parameter.distribution not in NORMAL or parameter.min is None or parameter.max is None:
+        return sampled
+    if parameter.min == parameter.max:
+        return sampled
+    low, high = parameter.min, parameter.max
+    if parameter.distribution == "logNormal":
+        low, high = math.log(low), math.log(high)
+    mean, sigma = (low + high) / 2, (high - low) / 6
+    value = mean + sigma * NormalDist().inv_cdf(float(sampled))
+    if parameter.distribution == "logNormal":
+        value = math.exp(value)
+    value = min(max(value, parameter.min), parameter.max)
+    if parameter.step:
+        value = parameter.min + round((value - parameter.min) / parameter.step) * parameter.step
+        value = min(value, parameter.max)
+    if parameter.type == "int":
+        return round(value)
+    return round(value, 12)

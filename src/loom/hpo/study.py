@@ -20,7 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from loom.domain.experiments import TrialPhase
 from loom.domain.katib import ExperimentSpec
-from loom.hpo import algorithms, space
+from loom.hpo import algorithms, schedules, space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 log = logging.getLogger("loom.hpo")
@@ -75,6 +75,8 @@ class Search:
         )
         for trial in sorted(past, key=lambda t: t.number):
             self.study.add_trial(self._frozen(trial))
+        self.past = sorted(past, key=lambda t: t.number)
+        self.schedule = schedules.of(spec)
 
     def _frozen(self, trial: Past) -> FrozenTrial:
         state = _AS_OPTUNA.get(trial.phase, TrialState.FAIL)
@@ -111,19 +113,32 @@ class Search:
         return dict(self.storage.get_study_system_attrs(self._study_id))
 
     def exhausted(self) -> bool:
-        """The grid has been walked: no new point is left to propose."""
+        """The grid has been walked, or the schedule ran out: no new point is left."""
+        if self.schedule is not None:
+            return self.schedule.exhausted(self)
         grid = self.sampler
         return isinstance(grid, optuna.samplers.GridSampler) and grid.is_exhausted(self.study)
 
-    def propose(self) -> Proposal:
-        trial = self.study.ask(fixed_distributions=self.distributions)
+    def propose(self) -> Proposal | None:
+        """The next trial's point; None while the algorithm waits for running trials (a
+        Hyperband rung, a PBT generation)."""
+        if self.schedule is not None:
+            return self.schedule.propose(self)
+        return self.ask()
+
+    def ask(self, fixed: dict[str, Any] | None = None) -> Proposal:
+        """A point from the sampler (`fixed`: values given, not sampled), as text."""
+        distributions = {k: v for k, v in self.distributions.items() if k not in (fixed or {})}
+        trial = self.study.ask(fixed_distributions=distributions)
         frozen = self.study.get_trials(deepcopy=False)[trial.number]
         sampled = dict(frozen.params)
-        return Proposal(
-            parameters={name: space.as_text(value) for name, value in sampled.items()},
-            sampled=sampled,
-            attrs=dict(frozen.system_attrs),
-        )
+        by_name = {p.name: p for p in self.spec.parameters}
+        parameters = {
+            name: space.as_text(space.value_of(by_name[name], value))
+            for name, value in sampled.items()
+        }
+        parameters.update({name: space.as_text(value) for name, value in (fixed or {}).items()})
+        return Proposal(parameters=parameters, sampled=sampled, attrs=dict(frozen.system_attrs))
 
     def should_stop(self, number: int) -> tuple[bool, dict[str, Any]]:
         """Whether the pruner stops running trial `number` on what it reported, and the trial's

@@ -53,6 +53,7 @@ def gang_env(spec: dict[str, Any], gang: Gang, rank: int) -> dict[str, str]:
         gang,
         rank,
         parameter_servers=int(about.get("parameter_servers", 0)),
+        replicas=about.get("replicas"),
     )
 
 

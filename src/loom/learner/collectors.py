@@ -217,6 +217,10 @@ def file_collectors(spec: dict[str, Any] | None, env: dict[str, str]) -> list[Fi
             found.append(EMetricsCollector(path))
     if spec.get("type") == "katib" and extra is not None:
         found.append(KatibFile(Tail(extra), str(spec.get("format") or "TEXT"), spec.get("filters")))
+    if spec.get("type") == "prometheus" and spec.get("in"):
+        from loom.learner.prometheus import PrometheusCollector
+
+        found.append(PrometheusCollector(str(spec["in"]), list(spec.get("filters") or [])))
     if spec.get("type") == "tensorboard":
         roots = [log_dir] + ([extra] if extra is not None and extra != log_dir else [])
         found.append(TensorBoardCollector(roots))

@@ -78,7 +78,11 @@ def learner_spec(environ: Mapping[str, str]) -> dict[str, Any]:
     framework = str(about.get("framework", "custom"))
     env.update(
         framework_env(
-            framework, where, rank, parameter_servers=int(about.get("parameter_servers", 0))
+            framework,
+            where,
+            rank,
+            parameter_servers=int(about.get("parameter_servers", 0)),
+            replicas=about.get("replicas"),
         )
     )
     gpus = int(env.get("GPU_COUNT") or 0)  # the pod sees only its own devices, from 0

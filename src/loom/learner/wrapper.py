@@ -236,8 +236,9 @@ class Learner:
         stores = self.spec.get("data_stores", [])
         local = any(s.get("data_dir") for s in stores if s["type"] == "local")
         fetched = [] if local else [self.dirs["DATA_DIR"]]
-        if self.transfer is not None:  # and the checkpoints it unpacked: the learner's to change
-            fetched.append(self.dirs["CHECKPOINT_DIR"])
+        # and the checkpoints the job starts with (unpacked from the platform, or a PBT
+        # parent's, copied in before its first attempt): the learner's to change
+        fetched.append(self.dirs["CHECKPOINT_DIR"])
         return fetched + [Path(s["download_dir"]) for s in stores if s.get("download_dir")]
 
     def _command(self) -> tuple[list[str], Callable[[], None] | None]:

@@ -68,6 +68,7 @@ def gang_of(
             "framework": attempt.manifest.framework.name,
             "parameter_servers": int(options.get("parameter_servers", 0)),
             "placement": str(options.get("placement", "pack")),
+            "replicas": options.get("replicas"),  # a Kubeflow object's layout, if any
         }
         image = learner_image(attempt.manifest.framework)
         if image is not None:  # refused at submission unless the launcher runs images

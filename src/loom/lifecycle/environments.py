@@ -4,34 +4,20 @@ learner's spec, where the wrapper builds or reuses it on its own machine."""
 
 from __future__ import annotations
 
-import functools
 import io
 import sys
 import zipfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-from packaging.utils import canonicalize_name
 
 from loom.domain import environments
 from loom.domain.errors import ManifestError
 from loom.domain.learner_images import ImageProblem, check_image, version_is_image
 from loom.domain.manifest import Manifest
+from loom.environments.sections import Sources, provided
 from loom.settings import Settings
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-@functools.cache
-def provided() -> dict[str, str]:
-    """The platform's own packages (canonical name → version), as learners see them."""
-    found: dict[str, str] = {}
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            found.setdefault(canonicalize_name(name), dist.version)
-    return found
 
 
 def plan_for(manifest: Manifest, code: bytes | Path) -> environments.Plan | None:
@@ -98,27 +84,21 @@ def _read_from_code(code: bytes | Path, name: str) -> str:
         ) from None
 
 
+def sources_of(settings: Settings) -> Sources:
+    """Where this platform's environments are built and their packages come from."""
+    return Sources(
+        root=settings.envs_dir,
+        index_url=settings.environments_index_url,
+        extra_index_urls=tuple(settings.environments_extra_index_urls),
+        find_links=tuple(settings.environments_find_links),
+        index_strategy=settings.environments_index_strategy,
+        source_builds=settings.environments_source_builds,
+        max_bytes=int(settings.environments_max_gb * 2**30),
+        max_age_s=settings.environments_max_age_days * 86400.0,
+        timeout_s=settings.environments_build_timeout_s,
+    )
+
+
 def spec_section(plan: environments.Plan | None, settings: Settings) -> dict[str, Any] | None:
-    """What a learner's wrapper needs to build or reuse the environment; no secret in here
-    (an index URL with a password in it is the admin's to avoid: it is seen by the wrapper)."""
-    if plan is None:
-        return None
-    sources = [
-        settings.environments_index_url or "",
-        *settings.environments_extra_index_urls,
-        *settings.environments_find_links,
-        "source" if settings.environments_source_builds else "wheels",
-    ]
-    return {
-        "digest": plan.digest(sources),
-        "root": str(settings.envs_dir),
-        "packages": list(plan.packages),
-        "describe": plan.describe(),
-        "index_url": settings.environments_index_url,
-        "extra_index_urls": list(settings.environments_extra_index_urls),
-        "find_links": list(settings.environments_find_links),
-        "source_builds": settings.environments_source_builds,
-        "max_bytes": int(settings.environments_max_gb * 2**30),
-        "max_age_s": settings.environments_max_age_days * 86400.0,
-        "timeout_s": settings.environments_build_timeout_s,
-    }
+    """What a learner's wrapper needs to build or reuse the environment."""
+    return sources_of(settings).section(plan)

@@ -7,6 +7,7 @@ happens under one lock, through `_transition`, which stores it in the job's hist
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -64,6 +65,7 @@ from loom.store.tables import Job, Learner, User
 from loom.tds.service import TrainingData
 
 LEARNER_STATES = (RUNNING_STATES | TERMINAL_STATES) - {JobState.PENDING}
+TIMEOUT = '"timeout_s"'  # in a stored manifest: only those jobs' manifests are parsed
 log = logging.getLogger("loom.lifecycle")
 
 
@@ -133,6 +135,10 @@ class LifecycleManager:
                 self._finish_storing(session)
                 with self.platform_metrics.scheduler_pass.time():
                     batches = self._schedule(session)
+                overdue = _overdue(job_rows.jobs_in_states(session, RUNNING_STATES))
+            for job_id, timeout in overdue:
+                with contextlib.suppress(Conflict, NotFound):  # it ended meanwhile
+                    self.halt(job_id, f"it ran past its timeout_s ({timeout} s)")
             self.platform_metrics.admissions.inc(len(batches))
             for job_id, launches in batches:
                 if not self._still_leading():  # the new leader finds them unstarted, and queues
@@ -173,11 +179,7 @@ class LifecycleManager:
                 found = job_rows.get_job(session, job_id)
             if found is not None:
                 return found
-        check_host_paths(manifest, self.settings.host_mount_roots)
-        if not self.launcher.elastic:  # a cluster may grow: the queue says what it waits for
-            check_fits(manifest, self.launcher.capacity())
-        plan_for(manifest, code)  # refuses a framework or a package this platform cannot install
-        check_learner_image(manifest, self.launcher.name)
+        self.check_submission(manifest, code)
         with self._session() as session:  # before storing the code, to refuse cheaply
             check_queue_room(session, owner, self.settings.max_queued_jobs)
         digest = self.artifacts.put(code)
@@ -190,17 +192,29 @@ class LifecycleManager:
         self.wake()
         return job
 
-    def halt(self, job_id: str) -> Job:
+    def check_submission(self, manifest: Manifest, code: bytes) -> None:
+        """What would refuse the job here, whoever submits it: host folders it may not mount,
+        a gang larger than the platform, a framework or package it cannot install."""
+        check_host_paths(manifest, self.settings.host_mount_roots)
+        if not self.launcher.elastic:  # a cluster may grow: the queue says what it waits for
+            check_fits(manifest, self.launcher.capacity())
+        plan_for(manifest, code)  # refuses a framework or a package this platform cannot install
+        check_learner_image(manifest, self.launcher.name)
+
+    def halt(self, job_id: str, why: str = "") -> Job:
+        """Stop a job's learners (SIGTERM, SIGKILL after the grace); `why`, when not a user's
+        request, is said in its state's message ("halted: it ran past its timeout_s")."""
         with self._lock, self._session() as session:
             job = self._job(session, job_id)
             state = JobState(job.state)
             if state not in HALTABLE_STATES:
                 raise Conflict(f"job {job_id} is {state.value}; only a queued or running job halts")
             if state == JobState.QUEUED:
-                self._transition(session, job, JobState.HALTED, "halted by request")
+                said = f"halted: {why}" if why else "halted by request"
+                self._transition(session, job, JobState.HALTED, said)
                 return job
             job.halt_requested = True
-            job.status_message = "halting"
+            job.status_message = f"halting: {why}" if why else "halting"
             for learner in self._current(session, job):
                 if learner.state not in TERMINAL_STATES:
                     self.launcher.terminate(learner.handle, self.settings.halt_grace_s)
@@ -421,8 +435,9 @@ class LifecycleManager:
                 self._transition(session, job, JobState.STORING, "registering the model")
             self._local.completed.append(job.id)
             return
+        why = job.status_message.removeprefix("halting: ")
         messages = {
-            JobState.HALTED: "halted by request",
+            JobState.HALTED: f"halted: {why}" if why != job.status_message else "halted by request",
             JobState.COMPLETED: "all learners completed",
         }
         self._transition(session, job, new, messages.get(new, ""))
@@ -582,3 +597,16 @@ class LifecycleManager:
                 for learner in self._current(session, job):
                     learner.state = JobState.FAILED.value
                 self._transition(session, job, JobState.FAILED, message, ErrorCode.INTERNAL.value)
+
+
+def _overdue(jobs: list[Job]) -> list[tuple[str, int]]:
+    """The running jobs past their manifest's `timeout_s` (counted from their start), with it."""
+    now = time.time()
+    found = []
+    for job in jobs:
+        if job.halt_requested or job.started_at is None or TIMEOUT not in job.manifest:
+            continue
+        timeout = json.loads(job.manifest).get("timeout_s")
+        if isinstance(timeout, int) and now - job.started_at > timeout:
+            found.append((job.id, timeout))
+    return found

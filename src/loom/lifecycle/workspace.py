@@ -176,6 +176,7 @@ def learner_spec(
             gang,
             learner - 1,
             parameter_servers=int(options.get("parameter_servers", 0)),
+            replicas=options.get("replicas"),
         ),
     }
     for store in manifest.data_stores:

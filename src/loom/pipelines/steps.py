@@ -30,6 +30,7 @@ from loom.lifecycle.manager import LifecycleManager
 from loom.lifecycle.workspace import Workspace
 from loom.registry.models import ModelRegistry, metric_value
 from loom.sandbox.files import UnsafePath, open_regular, regular_files
+from loom.serving.canary import CanaryChange
 from loom.serving.deployments import Deployments
 from loom.serving.scaling import Scaling
 from loom.settings import Settings
@@ -301,7 +302,8 @@ class StepKinds:
         return None
 
     def deploy(self, owner_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-        """The deployment created, or moved to the version if it exists."""
+        """The deployment created, or moved to the version if it exists (with a
+        `canary_percent` under 100, the version is its canary, served that share of requests)."""
         name, ref = str(fields["deployment"]), str(fields["model"])
         model, _, version = ref.partition("@")
         version = version or "latest"
@@ -309,6 +311,8 @@ class StepKinds:
         scaling: dict[str, Any] = {
             key: int(fields[key]) for key in ("min_replicas", "max_replicas") if key in fields
         }
+        scaling.update(fields.get("scaling") or {})
+        percent = fields.get("canary_percent")
         try:
             try:
                 current = self.deployments.get(owner_id, name)
@@ -322,7 +326,15 @@ class StepKinds:
                         f"deployment {name} serves model {current['model']}, not {model}; "
                         "delete it or deploy under another name"
                     )
-                view = self.deployments.update(owner_id, name, scaling, version, public=public)
+                canary = None
+                if percent is not None and float(percent) < 100:
+                    served = self.registry.version(owner_id, model, version).version
+                    if served != int(current["model_version"]):
+                        canary = CanaryChange(str(served), float(percent), False, False)
+                view = self.deployments.update(
+                    owner_id, name, scaling, None if canary else version, public=public,
+                    canary=canary,
+                )  # fmt: skip
         except (InvalidInput, NotFound) as exc:
             raise StepFailed(exc.message) from None
         return {

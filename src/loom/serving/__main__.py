@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import uvicorn
@@ -18,11 +19,14 @@ import uvicorn
 from loom.serving import grpc_v2
 from loom.serving.dataplane import DataPlane
 from loom.serving.devices import DEVICES, NoDevice, describe
+from loom.serving.explainers import CaptumExplainer, ExplainError
+from loom.serving.formats import RUNTIME_NAMES
+from loom.serving.kserve_model import KServeModel, LoadFailed
 from loom.serving.rest import MAX_LINE, TOKEN_ENV, build_app, require_token
-from loom.serving.runtimes import load
+from loom.serving.runtimes import choose, load
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loom serve")
     parser.add_argument("path", type=Path, help="model.onnx, model.pt, or a folder with one")
     parser.add_argument("--name", help="the model's name (default: the file's folder)")
@@ -35,6 +39,17 @@ def main() -> None:
         default="",
         help="the V2 gRPC port (default: the HTTP port + 1; 'off': REST only; none with --uds)",
     )
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIME_NAMES,
+        help="serve the folder with this runtime (default: the first of theirs that fits)",
+    )
+    parser.add_argument(
+        "--explainer", choices=("captum",), help="answer :explain with the built-in explainer"
+    )
+    # a deployment's transformer: a kserve.Model whose preprocess and postprocess run here
+    parser.add_argument("--role", choices=("predictor", "transformer"), default="predictor",
+                        help=argparse.SUPPRESS)  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=1, help="max samples per batch")
     parser.add_argument("--batch-wait-ms", type=float, default=0.0, help="max wait to fill a batch")
     parser.add_argument(
@@ -57,25 +72,44 @@ def main() -> None:
     # a gateway's replica: long keep-alives, and it ends with its parent (in a sandbox, the
     # parent is the sandbox's first process, which ends with the gateway)
     parser.add_argument("--behind-gateway", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def _prepare(args: argparse.Namespace, path: Path, name: str) -> tuple[DataPlane, Any, str]:
+    """The data plane with the model's runtime in it, or the handler (a `kserve.Model`) to
+    load once the loop runs; and where the model runs, in words."""
+    plane = DataPlane()
+    try:
+        transformer = args.role == "transformer"
+        if transformer or (path.is_dir() and choose(path, args.runtime).kind == "kserve"):
+            return plane, KServeModel(path, name, args.version, args.role), "its own code"
+        runtime = load(path, args.device, args.runtime)
+    except NoDevice as exc:
+        raise SystemExit(f"cannot serve {name!r} on {args.device}: {exc}") from None
+    except (LoadFailed, FileNotFoundError) as exc:
+        raise SystemExit(f"cannot serve {name!r}: {exc}") from None
+    plane.add(
+        name, args.version, runtime, max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
+    )
+    if args.explainer:
+        try:
+            plane.models[name].explainer = CaptumExplainer(runtime)
+        except (ExplainError, ImportError) as exc:
+            raise SystemExit(f"cannot explain {name!r}: {exc}") from None
+    return plane, None, describe(runtime.device)
+
+
+def main() -> None:
+    args = _parser().parse_args()
     if args.behind_gateway:
         threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     path = args.path.resolve()
     name = args.name or (path.name if path.is_dir() else path.parent.name) or "model"
-    try:
-        runtime = load(path, args.device)
-    except NoDevice as exc:
-        raise SystemExit(f"cannot serve {name!r} on {args.device}: {exc}") from None
-    plane = DataPlane()
-    plane.add(
-        name, args.version, runtime, max_batch=args.batch_size, max_wait_ms=args.batch_wait_ms
-    )
+    plane, handler, on = _prepare(args, path, name)
     grpc_port = _grpc_port(args.grpc_port, args.port, bool(args.uds))
     where = f"unix socket {args.uds}" if args.uds else f"http://{args.host}:{args.port}/v2"
     if grpc_port is not None:
         where += f" and gRPC {args.host}:{grpc_port}"
-    on = describe(runtime.device)
-    print(f"serving {name!r} version {args.version} at {where} on {on}", flush=True)
     inflight = args.max_inflight if args.max_inflight >= 0 else max(2, args.batch_size)
     inflight = 0 if args.behind_gateway else inflight  # a gateway has its own line
     app = build_app(plane, inflight, args.queue_timeout_s, args.max_queue)
@@ -95,7 +129,8 @@ def main() -> None:
         # behind a gateway, its pooled connections stay open
         timeout_keep_alive=3600 if args.behind_gateway else 5,
     )
-    served = _serve(uvicorn.Server(config), plane, args.host, grpc_port)
+    what = f"serving {name!r} version {args.version} at {where} on {on}"
+    served = _serve(uvicorn.Server(config), plane, args.host, grpc_port, handler, what)
     try:
         import uvloop
     except ImportError:
@@ -114,8 +149,23 @@ def _grpc_port(given: str, http_port: int, unix: bool) -> int | None:
     return int(given)
 
 
-async def _serve(rest: uvicorn.Server, plane: DataPlane, host: str, grpc_port: int | None) -> None:
-    """REST (uvicorn) and gRPC on one event loop, over one data plane and its batcher."""
+async def _serve(
+    rest: uvicorn.Server,
+    plane: DataPlane,
+    host: str,
+    grpc_port: int | None,
+    handler: KServeModel | None,
+    what: str,
+) -> None:
+    """REST (uvicorn) and gRPC on one event loop, over one data plane and its batcher; a
+    handler's model is loaded on that loop first (the socket opens once it is ready)."""
+    if handler is not None:
+        try:
+            await handler.load()
+        except LoadFailed as exc:
+            raise SystemExit(f"cannot serve {handler.name!r}: {exc}") from None
+        plane.add_handler(handler)
+    print(what, flush=True)
     server: grpc.aio.Server | None = None
     if grpc_port is not None:
         server = grpc_v2.server()

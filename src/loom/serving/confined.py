@@ -37,10 +37,12 @@ def confine(
     command: list[str],
     model_dir: Path,
     gpus: list[int] | None = None,
+    environment: Path | None = None,
 ) -> Start:
     """A replica's start, confined as the deployment's `sandbox` section says (as it is when
     the section is None): in `folder` (its working folder, with the `run/` socket folder). It
-    sees the `gpus` it is pinned to and no other (none: no GPU at all)."""
+    sees the `gpus` it is pinned to and no other (none: no GPU at all), and its `environment`
+    (read-only, shared with other replicas that want the same one)."""
     gpus = gpus or []
     env = {**serving_env(), **gpu_env(gpus)}
     if section is None:
@@ -48,7 +50,7 @@ def confine(
     sandbox = ReplicaSandbox(section, folder, SOCKETS)
     (folder / SOCKETS).mkdir(exist_ok=True)
     sandbox.prepare(model_dir)
-    argv, group, before_exec = sandbox.start(name, command, model_dir, gpus)
+    argv, group, before_exec = sandbox.start(name, command, model_dir, gpus, environment)
     return Start(argv, group, before_exec, {**env, "HOME": "/tmp"})
 
 
@@ -66,7 +68,12 @@ class ReplicaSandbox:
         own(model_dir, self.uid, recursive=True)
 
     def start(
-        self, name: str, command: list[str], model_dir: Path, gpus: list[int]
+        self,
+        name: str,
+        command: list[str],
+        model_dir: Path,
+        gpus: list[int],
+        environment: Path | None = None,
     ) -> tuple[list[str], cgroups.Cgroup | None, Callable[[], None] | None]:
         """The confined argv of one replica, its cgroup, and what its child does before exec."""
         section = self.section
@@ -75,7 +82,11 @@ class ReplicaSandbox:
             group = make_cgroup(name, section.get("cpus"), section.get("memory"), section["pids"])
         view = bwrap.View(
             uid=self.uid,
-            read_only=[*section["read_only"], str(model_dir)],
+            read_only=[
+                *section["read_only"],
+                str(model_dir),
+                *([str(environment)] if environment else []),
+            ],
             writable=[str(self.sockets)],
             files=identity_files(self.folder, self.uid),
             gpus=gpus,

@@ -7,15 +7,19 @@ The REST adapters (V2 and V1) only translate HTTP to these calls and their error
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import orjson
 
 import loom
 from loom.serving.batching import Batcher
+from loom.serving.kserve_model import BINARY_HEADER, Answer, KServeModel
 from loom.serving.observe import Histogram
 from loom.serving.runtimes import Runtime, TensorSpec
 from loom.serving.tensors import (
@@ -38,6 +42,12 @@ class InferenceError(Exception):
         self.status = status
 
 
+class Explainer(Protocol):
+    """Attributions for V1 instances (`explainers.py`)."""
+
+    async def explain(self, inputs: dict[str, np.ndarray[Any, Any]]) -> dict[str, Any]: ...
+
+
 INLINE_VALUES = 2048  # unbatched requests up to this many values run on the event loop
 
 
@@ -47,9 +57,34 @@ class ServedModel:
     version: str
     runtime: Runtime
     batcher: Batcher | None = None
+    explainer: Explainer | None = None
     calls: int = 0
     inflight: int = 0
     latency: Histogram = field(default_factory=Histogram)
+
+
+@dataclass
+class ServedHandler:
+    """A model that takes whole requests (a `kserve.Model`), with its counters."""
+
+    name: str
+    version: str
+    handler: KServeModel
+    calls: int = 0
+    inflight: int = 0
+    latency: Histogram = field(default_factory=Histogram)
+
+    async def run(self, call: Any, *args: Any) -> Answer:
+        """One request through the handler, counted and timed."""
+        started = time.perf_counter()
+        self.calls += 1
+        self.inflight += 1
+        try:
+            answer: Answer = await call(*args)
+            return answer
+        finally:
+            self.inflight -= 1
+            self.latency.observe(time.perf_counter() - started)
 
 
 class DataPlane:
@@ -60,6 +95,7 @@ class DataPlane:
 
     def __init__(self) -> None:
         self.models: dict[str, ServedModel] = {}
+        self.handlers: dict[str, ServedHandler] = {}
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loom-infer")
         self.active = 0  # requests begun and not answered, counted by the transport
 
@@ -86,6 +122,21 @@ class DataPlane:
             )
         self.models[name] = served
 
+    def add_handler(self, handler: KServeModel) -> None:
+        """Serve a model that takes whole requests (its own codecs, its own signature)."""
+        self.handlers[handler.name] = ServedHandler(handler.name, handler.version, handler)
+
+    def handler(self, name: str, version: str | None = None) -> ServedHandler | None:
+        """The handler serving `name`, or None when a runtime does (or nothing: then 404)."""
+        found = self.handlers.get(name)
+        if found is not None and version is not None and version != found.version:
+            raise InferenceError(f"model {name!r} has no version {version!r}", 404)
+        return found
+
+    @property
+    def names(self) -> list[str]:
+        return sorted([*self.models, *self.handlers])
+
     def alone(self) -> bool:
         """Whether the request at hand is the only one the server is handling."""
         return self.active <= 1
@@ -103,7 +154,10 @@ class DataPlane:
     def server_metadata() -> dict[str, Any]:
         return {"name": "loom", "version": loom.__version__, "extensions": ["binary_tensor_data"]}
 
-    def model_metadata(self, name: str, version: str | None = None) -> dict[str, Any]:
+    async def model_metadata(self, name: str, version: str | None = None) -> dict[str, Any]:
+        found = self.handler(name, version)
+        if found is not None:
+            return await found.handler.metadata()
         served = self.model(name, version)
         return {
             "name": served.name,
@@ -182,6 +236,9 @@ class DataPlane:
     ) -> tuple[dict[str, Any], bytes]:
         """A V2 inference request, answered in the V2 response form, and the response's binary
         section (empty unless an output was asked for in binary)."""
+        found = self.handler(name, version)
+        if found is not None:
+            return await self._handler_infer(found, request, binary)
         served = self.model(name, version)
         outputs = await self.execute(served, self.decode(served, request, binary))
         asked = {str(o.get("name")): o for o in request.get("outputs") or [] if isinstance(o, dict)}
@@ -215,23 +272,111 @@ class DataPlane:
             response["parameters"] = {}
         return response, b"".join(chunks)
 
+    async def _handler_infer(
+        self, found: ServedHandler, request: Any, binary: bytes
+    ) -> tuple[dict[str, Any], bytes]:
+        """A request already parsed (gRPC's, translated) through a handler, which decodes
+        whole bodies: encoded again, and its answer parsed."""
+        header = orjson.dumps(request)
+        headers = {BINARY_HEADER: str(len(header))} if binary else {}
+        answer = await found.run(found.handler.v2, header + binary, headers)
+        length = answer.headers.get(BINARY_HEADER)
+        size = int(length) if length and length.isdigit() else len(answer.body)
+        try:
+            parsed = orjson.loads(answer.body[:size])
+        except orjson.JSONDecodeError as exc:
+            raise InferenceError(f"model {found.name!r} answered no JSON: {exc}", 500) from exc
+        if answer.status != 200:
+            message = parsed.get("error") if isinstance(parsed, dict) else None
+            raise InferenceError(str(message or parsed), answer.status)
+        if not isinstance(parsed, dict):
+            raise InferenceError(f"model {found.name!r} answered no V2 response", 500)
+        return parsed, answer.body[size:]
+
     async def predict(self, name: str, version: str | None, body: Any) -> dict[str, Any]:
-        """The V1 protocol: `{"instances": [...]}` → `{"predictions": [...]}` for a model with
-        one input; each instance is one sample."""
+        """The V1 protocol: `{"instances": [...]}` → `{"predictions": [...]}`; each instance
+        is one sample (for a model with several inputs, an object naming each: TF Serving's
+        row format). The predictions are the first output's, or, for a runtime that answers
+        rows (TensorFlow's), an object of every output per sample."""
         served = self.model(name, version)
+        outputs = await self.execute(served, self._instances(served, body))
+        if getattr(served.runtime, "v1_rows", False) and len(outputs) > 1:
+            names = [spec.name for spec in served.runtime.outputs if spec.name in outputs]
+            count = len(next(iter(outputs.values())))
+            rows = [{n: _plain(outputs[n][i]) for n in names} for i in range(count)]
+            return {"predictions": rows}
+        first = outputs[served.runtime.outputs[0].name]
+        return {"predictions": _plain(first)}
+
+    def _instances(self, served: ServedModel, body: Any) -> dict[str, np.ndarray[Any, Any]]:
+        """V1 instances as the model's input arrays, checked against its signature."""
         if not isinstance(body, dict) or not isinstance(body.get("instances"), list):
             raise InferenceError('the request needs `instances`: {"instances": [...]}')
-        if len(served.runtime.inputs) != 1:
-            raise InferenceError(f"model {name!r} has several inputs; use the V2 protocol")
-        spec = served.runtime.inputs[0]
+        instances = body["instances"]
+        specs = served.runtime.inputs
+        if len(specs) == 1 and not _rows(instances, specs[0].name):
+            columns = {specs[0].name: instances}
+        else:
+            if not _rows(instances):
+                names = ", ".join(s.name for s in specs)
+                raise InferenceError(f"model {served.name!r} has several inputs ({names}): each "
+                                     "instance is an object with a value for each")  # fmt: skip
+            columns = {s.name: [row.get(s.name) for row in instances] for s in specs}
+        arrays = {}
+        for spec in specs:
+            values = columns[spec.name]
+            if spec.datatype == "BYTES":
+                values = [_b64(v) for v in values]
+            try:
+                batch = np.asarray(values, dtype=_numpy(spec.datatype))
+            except (TypeError, ValueError) as exc:
+                raise InferenceError(f"instances of {spec.name!r} are not {spec.datatype}: "
+                                     f"{exc}") from exc  # fmt: skip
+            check(spec, batch, spec.datatype)
+            arrays[spec.name] = batch
+        return arrays
+
+    async def explain(self, name: str, body: Any) -> dict[str, Any]:
+        """V1's `:explain` for a model served by a runtime: its built-in explainer's
+        attributions, when the deployment has one."""
+        served = self.model(name)
+        if served.explainer is None:
+            raise InferenceError(
+                f"model {name!r} has no explainer: deploy it with an explainer (--explainer "
+                "captum), or serve a predictor.py whose model has its own explain()",
+                501,
+            )
+        instances = self._instances(served, body)
+        return await served.explainer.explain(instances)
+
+
+def _rows(instances: list[Any], only: str | None = None) -> bool:
+    """Whether instances are objects naming inputs (a `{"b64": …}` value is not one), and
+    when `only` is given, name only that input."""
+    if not instances or not all(isinstance(i, dict) for i in instances):
+        return False
+    if any(set(i) == {"b64"} for i in instances):
+        return False
+    return only is None or all(set(i) == {only} for i in instances)
+
+
+def _b64(value: Any) -> Any:
+    """TF Serving's convention for binary values in JSON: `{"b64": "<base64>"}`."""
+    if isinstance(value, dict) and set(value) == {"b64"}:
         try:
-            batch = np.asarray(body["instances"], dtype=_numpy(spec.datatype))
-        except (TypeError, ValueError) as exc:
-            raise InferenceError(f"instances are not {spec.datatype}: {exc}") from exc
-        check(spec, batch, spec.datatype)
-        outputs = await self.execute(served, {spec.name: batch})
-        first = outputs[served.runtime.outputs[0].name]
-        return {"predictions": first.tolist()}
+            return base64.b64decode(str(value["b64"]), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InferenceError(f"a `b64` value is not base64: {exc}") from exc
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """A value of an answer as JSON has it (bytes as text)."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value] if value.dtype == object else value.tolist()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _numpy(datatype: str) -> Any:

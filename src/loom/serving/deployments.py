@@ -30,13 +30,24 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from loom.domain.errors import Conflict, InvalidInput, NotFound, PlatformError
+from loom.environments.sections import Sources
 from loom.launchers.confinement import SandboxPolicy
 from loom.registry.models import ModelRegistry
 from loom.serving.canary import CanaryChange
 from loom.serving.canary import apply as apply_canary
+from loom.serving.code import (
+    Code,
+    check_version,
+    code_of,
+    environments_of,
+    store_transformer,
+    transformer_dir,
+)
+from loom.serving.deployment_view import described
 from loom.serving.drift import DriftHistory
 from loom.serving.environment import serving_env
 from loom.serving.formats import MAX_MLMODEL, NotServable, model_file, zip_entries
+from loom.serving.graph_deployments import graph_members, refuse_if_a_step
 from loom.serving.keys import DeploymentAccess
 from loom.serving.monitoring import REFERENCE_FILE, Monitoring
 from loom.serving.replicas import free_port
@@ -63,9 +74,11 @@ class Deployments:
         ray: tuple[str, str] | None = None,
         unconfined: str | None = None,
         gpus: list[int] | None = None,
+        sources: Sources | None = None,
         detector: tuple[str, dict[str, Any] | None] = ("", None),
     ) -> None:
         self.db = db
+        self.sources = sources or Sources(root=home / "environments")
         # how gateways run drift detectors: an interpreter, or an environment to build
         self.detector = detector
         self.drift = DriftHistory(db)
@@ -97,7 +110,9 @@ class Deployments:
         public: bool = False,
         grpc_port: int | None = None,
         monitoring: Monitoring | None = None,
+        code: Code | None = None,
     ) -> dict[str, Any]:
+        code = (code or Code()).checked()
         if self.unconfined is not None:
             raise Conflict(
                 f"this platform cannot sandbox serving replicas ({self.unconfined}), and will "
@@ -125,14 +140,20 @@ class Deployments:
                 updated_at=now,
                 public=public,
                 monitoring=monitoring.as_dict() if monitoring and monitoring.active else None,
+                runtime=code.runtime,
+                pip=code.pip or None,
+                explainer=code.explainer,
                 **columns(scaling),
             )
+            if isinstance(code.transformer, str):
+                row.transformer = store_transformer(self.registry.artifacts, code.transformer)
             session.add(row)
             session.flush()
             row.grpc_port = self._port(session, grpc_port, "grpc_port")
-            with _without_paths(f"deployment {name!r}: its model files could not be copied"):
+            with without_paths(f"deployment {name!r}: its model files could not be copied"):
                 self._materialize(row, version)
-        with _without_paths(f"deployment {name!r} could not be started"):
+                self._spec(row)  # its transformer and environments, checked before it is kept
+        with without_paths(f"deployment {name!r} could not be started"):
             self._spawn(row)
         return self.view(row)
 
@@ -190,7 +211,7 @@ class Deployments:
             if ref is not None:
                 version = self.registry.version(owner, row.model_name, ref)
                 row.model_ref, row.model_version = ref, version.version
-                with _without_paths(f"deployment {name!r}: its model files could not be copied"):
+                with without_paths(f"deployment {name!r}: its model files could not be copied"):
                     self._materialize(row, version)
             if public is not None:
                 row.public = public
@@ -208,7 +229,7 @@ class Deployments:
                     )
                 self._canary(row, canary)
             row.updated_at = time.time()
-        with _without_paths(f"deployment {name!r} could not be updated"):
+        with without_paths(f"deployment {name!r} could not be updated"):
             self.access.sync(row, self.folder(row))
             self._write_spec(row)
         self._signal(row, signal.SIGHUP)
@@ -219,7 +240,7 @@ class Deployments:
             return self.registry.version(row.owner_id, row.model_name, ref)
 
         def materialize(version: ModelVersion) -> None:
-            with _without_paths(f"deployment {row.name!r}: the canary's files could not be copied"):
+            with without_paths(f"deployment {row.name!r}: the canary's files could not be copied"):
                 self._materialize(row, version, version.version)
 
         apply_canary(row, change, resolve, materialize)
@@ -228,6 +249,7 @@ class Deployments:
         """Drain and stop the gateway and its replicas, then forget the deployment."""
         with self._lock:
             row = self._row(owner, name)
+            refuse_if_a_step(self, row)
             self._signal(row, signal.SIGTERM)
             deadline = time.monotonic() + timeout_s
             while self._alive(row) and time.monotonic() < deadline:
@@ -276,7 +298,7 @@ class Deployments:
         """A key that calls this deployment (shown once); it works within a second."""
         row = self._row(owner, name)
         created = self.access.create(row, key_name)
-        with _without_paths(f"deployment {name!r}: its access rules could not be written"):
+        with without_paths(f"deployment {name!r}: its access rules could not be written"):
             self.access.sync(row, self.folder(row))
         return created
 
@@ -288,7 +310,7 @@ class Deployments:
         """The key stops working within a second."""
         row = self._row(owner, name)
         self.access.revoke(row, key_id)
-        with _without_paths(f"deployment {name!r}: its access rules could not be written"):
+        with without_paths(f"deployment {name!r}: its access rules could not be written"):
             self.access.sync(row, self.folder(row))
 
     # -- what a deployment looks like --------------------------------------------------------
@@ -304,48 +326,13 @@ class Deployments:
             state = "starting"
         scheme = "https" if self.tls else "http"
         endpoint = f"{scheme}://{_display(self.host)}:{row.port}"
-        replicas = status.get("replicas") or {
-            "ready": 0,
-            "starting": 0,
-            "draining": 0,
-            "desired": row.min_replicas,
-        }
-        return {
-            "name": row.name,
-            "model": row.model_name,
-            "model_ref": row.model_ref,
-            "model_version": row.model_version,
-            "serving_version": status.get("model_version"),
-            "canary": (
-                {"version": row.canary_version, "percent": row.canary_percent}
-                if row.canary_version is not None
-                else None
-            ),
-            "requests_by_version": status.get("requests_by_version", {}),
-            "state": state,
-            "message": redact_paths(
-                status.get("message") or ("" if alive else self._gateway_tail(row))
-            ),
-            "endpoint": endpoint,
-            "grpc_endpoint": f"{_display(self.host)}:{row.grpc_port}" if row.grpc_port else None,
-            "urls": {
-                "v2_infer": f"{endpoint}/v2/models/{row.name}/infer",
-                "v1_predict": f"{endpoint}/v1/models/{row.name}:predict",
-                "metrics": f"{endpoint}/metrics",
-            },
-            "replicas": replicas,
-            "replica_list": status.get("replica_list", []),
-            **columns_of(row),
-            "public": row.public,
-            "requests": status.get("requests", 0),
-            "restarts": status.get("restarts", 0),
-            "last_cold_start_s": status.get("last_cold_start_s"),
-            "monitoring": (
-                {**row.monitoring, "status": status.get("monitoring")} if row.monitoring else None
-            ),
-            "created_at": row.created_at,
-            "updated_at": row.updated_at,
-        }
+        message = status.get("message") or ("" if alive else self._gateway_tail(row))
+        grpc = f"{_display(self.host)}:{row.grpc_port}" if row.grpc_port else None
+        view = described(row, status, state, redact_paths(message), endpoint, grpc)
+        view["monitoring"] = (
+            {**row.monitoring, "status": status.get("monitoring")} if row.monitoring else None
+        )
+        return view
 
     # -- processes ---------------------------------------------------------------------------
     def folder(self, row: Deployment) -> Path:
@@ -358,27 +345,30 @@ class Deployments:
         folder (so that serving goes on whatever later happens to the registry)."""
         number = number or row.model_version
         target = self.folder(row) / f"model-v{number}"
-        if target.is_dir():
+        if target.is_dir() or row.graph:
             return
         if version is None:
             version = self.registry.version(row.owner_id, row.model_name, str(number))
         digests = {entry["path"]: entry["digest"] for entry in version.files}
         try:
-            model_file(
+            chosen = model_file(
                 digests,
                 lambda name: self._small(version.files, name),
                 lambda name: zip_entries(self.registry.artifacts.path(digests[name])),
+                row.runtime,
             )
         except NotServable as exc:
             raise InvalidInput(
                 f"model {row.model_name!r} version {version.version}: {exc}", field="model"
             ) from exc
+        check_version(chosen, code_of(row), on_ray=bool(self.ray))
         partial = target.with_name(target.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         for entry in version.files:
             destination = partial / entry["path"]
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.registry.artifacts.path(entry["digest"]), destination)
+        environments_of(row, self.sources, partial)  # its requirements checked before kept
         partial.rename(target)
 
     def _small(self, files: list[dict[str, Any]], name: str) -> bytes:
@@ -389,9 +379,13 @@ class Deployments:
         return self.registry.artifacts.get(entry["digest"])
 
     def _spec(self, row: Deployment) -> DeploymentSpec:
+        model_dir = self.folder(row) / f"model-v{row.model_version}"
+        canary = self.folder(row) / f"model-v{row.canary_version}" if row.canary_version else None
+        transformer = transformer_dir(row, self.registry.artifacts, self.folder(row))
+        served = [p for p in (model_dir, canary, Path(transformer) if transformer else None) if p]
         return DeploymentSpec(
             name=row.name,
-            model_dir=str(self.folder(row) / f"model-v{row.model_version}"),
+            model_dir=str(model_dir),
             model_version=str(row.model_version),
             host=self.host,
             port=row.port,
@@ -410,6 +404,12 @@ class Deployments:
             monitoring=row.monitoring,
             monitor_python=self.detector[0],
             monitor_environment=self.detector[1],
+            runtime=row.runtime or "",
+            explainer=row.explainer or "",
+            transformer_dir=transformer,
+            environments=environments_of(row, self.sources, *(p for p in served if p.is_dir())),
+            graph=row.graph,
+            graph_members=graph_members(self, row),
             **columns_of(row),
         )
 
@@ -579,7 +579,7 @@ def _has_reference(version: ModelVersion, monitoring: Monitoring | None) -> None
 
 
 @contextlib.contextmanager
-def _without_paths(what: str) -> Iterator[None]:
+def without_paths(what: str) -> Iterator[None]:
     """An OSError as a PlatformError that says what failed and why, but not the server's paths
     (its message names them); the log keeps the whole error."""
     try:

@@ -36,9 +36,21 @@ from loom.serving.access import ACCESS, AccessList
 from loom.serving.admission import Admission, Busy
 from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE
-from loom.serving.http1 import BadMessage, Message, MessageReader, encode_response
+from loom.serving.gateway_graph import call_member, internal_socket, link_members, member_path
+from loom.serving.gateway_tls import certificate, tls_context
+from loom.serving.gateway_transform import transformed, transformer_generation, verb_of
+from loom.serving.graph_router import GraphRouter
+from loom.serving.graphs import Graph
+from loom.serving.http1 import (
+    NOT_FORWARDED,
+    BadMessage,
+    Message,
+    MessageReader,
+    encode_response,
+)
 from loom.serving.monitor import Monitor
 from loom.serving.observe import Histogram, RequestLog
+from loom.serving.replica_envs import EnvironmentFailed, ReplicaEnvironments
 from loom.serving.replicas import (
     Generation,
     Replica,
@@ -102,6 +114,12 @@ class Gateway:
         self.admission = Admission(
             self.capacity, max_wait_s=spec.queue_timeout_s, max_line=spec.max_queue
         )
+        self.environments = ReplicaEnvironments(folder, self._building)
+        self.router = GraphRouter(Graph.from_json(spec.graph)) if spec.graph else None
+
+    def _building(self, news: str) -> None:
+        """The environment build's progress, in the status (from the builder's thread)."""
+        self.message = redact_paths(news)
 
     def capacity(self) -> int:
         """Requests the ready replicas take at once."""
@@ -110,7 +128,11 @@ class Gateway:
         return each * sum(1 for r in self.replicas if r.state == "ready")
 
     # -- serving -----------------------------------------------------------------------------
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, trusted: bool = False
+    ) -> None:
+        """A connection's requests; `trusted`: the internal socket, which only the platform's
+        user reaches (a graph's gateway calling this deployment), needs no token."""
         requests = MessageReader(reader, max_body=MAX_REQUEST, writer=writer)
         try:
             while not self.stopping.is_set():
@@ -122,7 +144,7 @@ class Gateway:
                     break
                 if request is None:
                     break
-                writer.write(await self.respond(request))
+                writer.write(await self.respond(request, trusted))
                 await writer.drain()
                 if not request.keep_alive:
                     break
@@ -132,9 +154,10 @@ class Gateway:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def respond(self, request: Message) -> bytes:
+    async def respond(self, request: Message, trusted: bool = False) -> bytes:
         path = request.target.split("?", 1)[0]
-        if path not in HEALTH:
+        health = path in HEALTH and (path != "/" or request.method == "GET")
+        if not health and not trusted:  # POST / is a graph's request, never a probe
             refused = self.access.refusal(request.header(b"authorization"))
             if refused is not None:
                 self.requests[401] = self.requests.get(401, 0) + 1
@@ -144,10 +167,10 @@ class Gateway:
             return encode_response(200, body, [(b"content-type", CONTENT_TYPE.encode())])
         if path == "/v2/health/live":
             return encode_response(200, b'{"live":true}', JSON)
-        if path == "/":  # KServe's V1 liveness
+        if path == "/" and health:  # KServe's V1 liveness
             return encode_response(200, b'{"status":"alive"}', JSON)
         if path == "/v2/health/ready":
-            ready = any(r.state == "ready" for r in self.replicas) or self.spec.min_replicas == 0
+            ready = self.serving() or self.spec.min_replicas == 0
             return encode_response(200, orjson.dumps({"ready": ready}), JSON)
         return await self.forward(request)
 
@@ -173,10 +196,18 @@ class Gateway:
         try:
             await self.admission.enter()
             entered = True
-            response, replica = await self.send(request, started)
-            status, replica_id, version = response.status, replica.id, replica.version
-            key = (replica.version, status)
-            self.by_version[key] = self.by_version.get(key, 0) + 1
+            verb = verb_of(request.target) if self.spec.transformer_dir else None
+            if self.router is not None:
+                response, replica = await self.route(request), None
+            elif verb is not None:
+                response, replica = await transformed(self, request, started, verb)
+            else:
+                response, replica = await self.send(request, started)
+            status = response.status
+            if replica is not None:
+                replica_id, version = replica.id, replica.version
+                key = (replica.version, status)
+                self.by_version[key] = self.by_version.get(key, 0) + 1
         except Busy as exc:
             status = 503
             response = _answer(503, orjson.dumps({"error": f"busy: {exc.message}; retry"}))
@@ -209,14 +240,33 @@ class Gateway:
             self.monitor.observe(request, response, status, version, elapsed * 1000)
         return response
 
-    async def send(self, request: Message, started: float) -> tuple[Message, Replica]:
+    async def route(self, request: Message) -> Message:
+        """A graph's answer: its router's, calling the steps' deployments."""
+        assert self.router is not None
+        kept = [(k, v) for k, v in request.headers if k not in NOT_FORWARDED]
+
+        async def call(member: str, body: bytes) -> tuple[int, bytes]:
+            path = member_path(request.target, member)
+            if path is None:
+                return 404, b'{"error": "a graph answers POST /, :predict and infer"}'
+            return await call_member(member, path, body, kept)
+
+        status, body = await self.router.run(request.body, call)
+        return _answer(status, body)
+
+    async def send(
+        self, request: Message, started: float, role: Generation | None = None
+    ) -> tuple[Message, Replica]:
         """To the least busy ready replica of the track the request falls to (the canary's
-        share, or the rest); once more to another if that one dies first."""
+        share, or the rest; a `role`'s, the transformer's); once more to another if that one
+        dies first."""
         failed: set[Replica] = set()
         canary = canary_generation(self.spec)
         to_canary = canary is not None and random.random() * 100 < self.spec.canary_percent
         for attempt in range(2):
-            replica = await self.pick(started, avoid=failed, canary=canary, to_canary=to_canary)
+            replica = await self.pick(
+                started, avoid=failed, canary=canary, to_canary=to_canary, role=role
+            )
             try:
                 return await replica.exchange(request), replica
             except ReplicaGone as exc:
@@ -231,9 +281,14 @@ class Gateway:
         avoid: Collection[Replica] = (),
         canary: Generation | None = None,
         to_canary: bool = False,
+        role: Generation | None = None,
     ) -> Replica:
+        transformer = self.transformer()
         while True:
             ready = [r for r in self.replicas if r.state == "ready" and r not in avoid]
+            ready = [
+                r for r in ready if (r.generation == role if role else r.generation != transformer)
+            ]
             if canary is not None:  # its track's replicas, if it has one ready; else any
                 track = [r for r in ready if (r.generation == canary) == to_canary]
                 ready = track or ready
@@ -254,7 +309,7 @@ class Gateway:
     # -- replicas ----------------------------------------------------------------------------
     def reconcile(self, now: float, wanted_now: int = 0) -> None:
         """Start and drain replicas towards what the autoscaler wants; roll out a new spec."""
-        if self.stopping.is_set():
+        if self.stopping.is_set() or self.router is not None:  # a graph has no replicas
             return
         active = [r for r in self.replicas if r.state in ("starting", "ready")]
         desired = max(self.autoscaler.desired(now, len(active)), wanted_now)
@@ -289,11 +344,27 @@ class Gateway:
         one while any is wanted), the main version the rest (at least one too)."""
         main = generation(self.spec)
         canary = canary_generation(self.spec)
+        transformer = self.transformer()
+        beside = {transformer: desired} if transformer else {}  # as many as the predictor
         if canary is None or canary == main:
-            return {main: desired}
+            return {main: desired, **beside}
         share = math.ceil(desired * self.spec.canary_percent / 100) if desired else 0
         share = min(max(share, 1 if desired else 0), desired)
-        return {main: max(desired - share, 1 if desired else 0), canary: share}
+        return {main: max(desired - share, 1 if desired else 0), canary: share, **beside}
+
+    def serving(self) -> bool:
+        """Whether a replica can answer (and, with a transformer, one of its replicas too);
+        a graph's gateway answers itself."""
+        if self.router is not None:
+            return True
+        transformer = self.transformer()
+        ready = {r.generation == transformer for r in self.replicas if r.state == "ready"}
+        return False in ready and (transformer is None or True in ready)
+
+    def transformer(self) -> Generation | None:
+        """What the deployment's transformer replicas serve, when it has a transformer."""
+        folder = self.spec.transformer_dir
+        return transformer_generation(folder) if folder else None
 
     def start_replica(self, serves: Generation | None = None) -> Replica:
         kind = Replica
@@ -319,6 +390,13 @@ class Gateway:
                 others = [r.gpus for r in self.replicas if r is not replica]
                 replica.gpus = pin_gpus(self.spec.gpu_ids, others, replica.generation[4])
         except ValueError as exc:
+            self._failed(replica, f"replica {replica.id} could not start: {exc}")
+            return
+        section = self.spec.environments.get(replica.generation[0])
+        try:
+            if section is not None:
+                replica.environment = await self.environments.prepare(section)
+        except EnvironmentFailed as exc:
             self._failed(replica, f"replica {replica.id} could not start: {exc}")
             return
         try:
@@ -461,52 +539,15 @@ class Gateway:
         self.replicas.clear()
         if self.monitor is not None:
             await self.monitor.stop()
+        self.environments.release()
         with contextlib.suppress(OSError):  # the folder may be gone with the deployment
             write_atomic(self.folder / STATUS, {**self.status(), "updated_at": time.time()})
         if self.log is not None:
             self.log.close()
 
     def status(self) -> dict[str, Any]:
-        counts = {state: 0 for state in ("ready", "starting", "draining")}
-        for replica in self.replicas:
-            if replica.state in counts:
-                counts[replica.state] += 1
-        active = counts["ready"] + counts["starting"]
-        if self.stopping.is_set():
-            state = "stopped" if not self.replicas else "stopping"
-        elif counts["ready"]:
-            state = "ready"
-        elif self.failures:
-            state = "failing"
-        elif counts["starting"]:
-            state = "starting"
-        else:
-            state = "scaled to zero" if active == 0 and self.spec.min_replicas == 0 else "pending"
         return {
-            "state": state,
-            "pid": os.getpid(),
-            "endpoint": f"{'https' if self.tls else 'http'}://{self.spec.host}:{self.port}",
-            "grpc_port": self.grpc_port,
-            "model_version": self.spec.model_version,
-            "canary": (
-                {"version": self.spec.canary_version, "percent": self.spec.canary_percent}
-                if self.spec.canary_model_dir
-                else None
-            ),
-            "requests_by_version": gateway_metrics.by_version(self),
-            "replicas": {**counts, "desired": self.desired},
-            "replica_list": [
-                {"id": r.id, "pid": r.pid, "state": r.state, "version": r.version, "gpus": r.gpus}
-                for r in sorted(self.replicas, key=lambda r: r.id)
-            ],
-            "keys_used": dict(self.access.used),
-            "inflight": self.inflight,
-            "waiting": self.admission.waiting,
-            "requests": sum(self.requests.values()),
-            "restarts": self.restarts,
-            "cold_starts": len(self.cold_starts),
-            "last_cold_start_s": round(self.cold_starts[-1], 3) if self.cold_starts else None,
-            "message": self.message,
+            **gateway_metrics.status(self),
             "monitoring": self.monitor.status() if self.monitor is not None else None,
         }
 
@@ -530,14 +571,6 @@ class _Refused(Exception):
         self.message = message
 
 
-def tls_context(spec: DeploymentSpec) -> ssl.SSLContext | None:
-    if not spec.certfile:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(spec.certfile, spec.keyfile or None)
-    return context
-
-
 async def run(folder: Path) -> None:
     spec = DeploymentSpec.read(folder)
     private_sockets(folder)
@@ -551,9 +584,14 @@ async def run(folder: Path) -> None:
         gateway.handle, spec.host, spec.port, reuse_address=True, limit=2**20, ssl=gateway.tls
     )
     gateway.port = int(server.sockets[0].getsockname()[1])
+    internal = await asyncio.start_unix_server(
+        lambda r, w: gateway.handle(r, w, trusted=True), internal_socket(folder), limit=2**20
+    )
+    if spec.graph:
+        link_members(folder, spec.graph_members)
     grpc_server = None
     if spec.grpc_port is not None:
-        grpc_server, gateway.grpc_port = gateway_grpc.serve(gateway, _certificate(spec))
+        grpc_server, gateway.grpc_port = gateway_grpc.serve(gateway, certificate(spec))
         await grpc_server.start()
     (folder / PID).write_text(str(os.getpid()))
     loop = asyncio.get_running_loop()
@@ -568,20 +606,11 @@ async def run(folder: Path) -> None:
     control = asyncio.create_task(gateway.control())
     await gateway.stopping.wait()
     server.close()
+    internal.close()
     if grpc_server is not None:  # calls under way finish; the replicas drain after
         await grpc_server.stop(grace=spec.drain_timeout_s)
     await control
     await gateway.shutdown()
-
-
-def _certificate(spec: DeploymentSpec) -> tuple[bytes, bytes] | None:
-    """(key, certificate chain) for gRPC over TLS; read once (a renewed certificate reaches
-    the gRPC port when the gateway restarts)."""
-    if not spec.certfile:
-        return None
-    chain = Path(spec.certfile).read_bytes()
-    key = Path(spec.keyfile).read_bytes() if spec.keyfile else chain
-    return key, chain
 
 
 def main() -> None:

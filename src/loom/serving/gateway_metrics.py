@@ -5,7 +5,8 @@ replica's (batches, batch sizes), labelled with the replica."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -64,6 +65,14 @@ async def prometheus(gateway: Gateway) -> bytes:
     ]
     if gateway.monitor is not None:
         own.extend(gateway.monitor.families(name))
+    if gateway.router is not None:  # a graph: each node's steps, timed
+        steps = sorted(gateway.router.latency.items())
+        own.append(histogram(
+            "loom_graph_step_duration_seconds",
+            "Time a graph's step took (its deployment's answer, or its node's)",
+            ["deployment", "node", "step"],
+            [([name, node, step], observed) for (node, step), observed in steps],
+        ))  # fmt: skip
     return render(own + relabelled(await _replica_metrics(gateway, name)))
 
 
@@ -96,3 +105,48 @@ def _counter(name: str, documentation: str, deployment: str, value: float) -> Co
     family = CounterMetricFamily(name, documentation, labels=["deployment"])
     family.add_metric([deployment], value)
     return family
+
+
+def status(gateway: Gateway) -> dict[str, Any]:
+    """What the gateway tells the platform (`status.json`)."""
+    counts = {state: 0 for state in ("ready", "starting", "draining")}
+    for replica in gateway.replicas:
+        if replica.state in counts:
+            counts[replica.state] += 1
+    active = counts["ready"] + counts["starting"]
+    if gateway.stopping.is_set():
+        state = "stopped" if not gateway.replicas else "stopping"
+    elif gateway.serving():
+        state = "ready"
+    elif gateway.failures:
+        state = "failing"
+    elif counts["starting"]:
+        state = "starting"
+    else:
+        state = "scaled to zero" if active == 0 and gateway.spec.min_replicas == 0 else "pending"
+    return {
+        "state": state,
+        "pid": os.getpid(),
+        "endpoint": f"{'https' if gateway.tls else 'http'}://{gateway.spec.host}:{gateway.port}",
+        "grpc_port": gateway.grpc_port,
+        "model_version": gateway.spec.model_version,
+        "canary": (
+            {"version": gateway.spec.canary_version, "percent": gateway.spec.canary_percent}
+            if gateway.spec.canary_model_dir
+            else None
+        ),
+        "requests_by_version": by_version(gateway),
+        "replicas": {**counts, "desired": gateway.desired},
+        "replica_list": [
+            {"id": r.id, "pid": r.pid, "state": r.state, "version": r.version, "gpus": r.gpus}
+            for r in sorted(gateway.replicas, key=lambda r: r.id)
+        ],
+        "keys_used": dict(gateway.access.used),
+        "inflight": gateway.inflight,
+        "waiting": gateway.admission.waiting,
+        "requests": sum(gateway.requests.values()),
+        "restarts": gateway.restarts,
+        "cold_starts": len(gateway.cold_starts),
+        "last_cold_start_s": round(gateway.cold_starts[-1], 3) if gateway.cold_starts else None,
+        "message": gateway.message,
+    }

@@ -74,17 +74,18 @@ class PlaneBackend:
         self.plane = plane
 
     async def ready(self) -> bool:
-        return bool(self.plane.models)
+        return bool(self.plane.names)
 
     async def model_ready(self, name: str, version: str | None) -> bool:
-        self.plane.model(name, version)
+        if self.plane.handler(name, version) is None:
+            self.plane.model(name, version)
         return True
 
     async def server_metadata(self) -> dict[str, Any]:
         return self.plane.server_metadata()
 
     async def model_metadata(self, name: str, version: str | None) -> dict[str, Any]:
-        return self.plane.model_metadata(name, version)
+        return await self.plane.model_metadata(name, version)
 
     async def infer(
         self, name: str, version: str | None, body: dict[str, Any], binary: bytes

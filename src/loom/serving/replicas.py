@@ -58,19 +58,29 @@ def private_sockets(folder: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-def replica_command(spec: DeploymentSpec, generation: Generation, uds: str) -> list[str]:
-    """The command line of one replica on this machine."""
-    return [sys.executable, "-m", "loom.serving", generation[0], "--uds", uds,
+def replica_command(
+    spec: DeploymentSpec, generation: Generation, uds: str, python: str | None = None
+) -> list[str]:
+    """The command line of one replica on this machine (in its environment's `python`, when
+    its model needs one beyond the platform's)."""
+    return [python or sys.executable, "-m", "loom.serving", generation[0], "--uds", uds,
             *replica_options(spec, generation)]  # fmt: skip
 
 
 def replica_options(spec: DeploymentSpec, generation: Generation) -> list[str]:
     """What a replica serves and how, wherever it runs and listens: the only place it is said.
     A replica given GPUs runs its model on them (and fails if it cannot), else on the CPU."""
-    _model_dir, version, batch_size, batch_wait_ms, gpus = generation
-    return ["--name", spec.name, "--version", version, "--batch-size", str(batch_size),
-            "--batch-wait-ms", str(batch_wait_ms), "--device", "cuda" if gpus else "cpu",
-            "--behind-gateway"]  # fmt: skip
+    model_dir, version, batch_size, batch_wait_ms, gpus = generation
+    options = ["--name", spec.name, "--version", version, "--batch-size", str(batch_size),
+               "--batch-wait-ms", str(batch_wait_ms), "--device", "cuda" if gpus else "cpu",
+               "--behind-gateway"]  # fmt: skip
+    if model_dir == spec.transformer_dir:
+        return [*options, "--role", "transformer"]
+    if spec.runtime:
+        options += ["--runtime", spec.runtime]
+    if spec.explainer:
+        options += ["--explainer", spec.explainer]
+    return options
 
 
 def pin_gpus(available: list[int], taken: list[list[int]], count: int) -> list[int]:
@@ -136,6 +146,7 @@ class Replica:
     quiet: asyncio.Event = field(default_factory=asyncio.Event)
     group: Cgroup | None = None  # its cgroup, when confined
     gpus: list[int] = field(default_factory=list)  # the GPUs it was pinned to (on this machine)
+    environment: Path | None = None  # the environment it runs in, beyond the platform's Python
 
     @property
     def version(self) -> str:
@@ -147,10 +158,12 @@ class Replica:
 
     async def spawn(self, spec: DeploymentSpec, folder: Path) -> None:
         """Start the replica, in its sandbox when the spec asks for one."""
-        command = replica_command(spec, self.generation, self.socket)
+        env = self.environment
+        python = str(env / "bin" / "python") if env is not None else None
+        command = replica_command(spec, self.generation, self.socket, python)
         name = f"serve-{folder.name}-r{self.id}"
         model_dir = Path(self.generation[0])
-        start = confine(spec.sandbox, folder, name, command, model_dir, self.gpus)
+        start = confine(spec.sandbox, folder, name, command, model_dir, self.gpus, env)
         self.group = start.group
         with self.log.open("ab") as out:
             self.process = await asyncio.create_subprocess_exec(

@@ -19,8 +19,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loom.serving.admission import Admission, Busy
-from loom.serving.dataplane import DataPlane, InferenceError
+from loom.serving.dataplane import DataPlane, InferenceError, ServedHandler
 from loom.serving.exposition import CONTENT_TYPE, histogram, render
+from loom.serving.kserve_model import Answer
 
 MAX_LINE = 4096  # inference requests waiting their turn at most; more get 503 at once
 
@@ -31,6 +32,11 @@ def _json(data: Any, status: int = 200) -> Response:
 
 def _error(message: str, status: int) -> Response:
     return _json({"error": message}, status)
+
+
+def _answer(answer: Answer) -> Response:
+    headers = {"content-type": "application/json", **answer.headers}
+    return Response(answer.body, answer.status, headers=headers)
 
 
 async def _body(request: Request) -> tuple[Any, bytes]:
@@ -83,33 +89,44 @@ def build_app(
         return _json({"live": True})
 
     async def ready(_r: Request, _p: dict[str, str]) -> Response:
-        return _json({"ready": bool(plane.models)})
+        return _json({"ready": bool(plane.names)})
 
     async def server(_r: Request, _p: dict[str, str]) -> Response:
         return _json(plane.server_metadata())
 
     async def metadata(_r: Request, p: dict[str, str]) -> Response:
-        return _json(plane.model_metadata(p["model"], p.get("version")))
+        return _json(await plane.model_metadata(p["model"], p.get("version")))
 
     async def model_ready(_r: Request, p: dict[str, str]) -> Response:
-        served = plane.model(p["model"], p.get("version"))
-        return _json({"name": served.name, "ready": True})
+        if plane.handler(p["model"], p.get("version")) is None:
+            plane.model(p["model"], p.get("version"))
+        return _json({"name": p["model"], "ready": True})
 
     async def v1_alive(_r: Request, _p: dict[str, str]) -> Response:
         return _json({"status": "alive"})  # KServe's V1 liveness
 
     async def v1_models(_r: Request, _p: dict[str, str]) -> Response:
-        return _json({"models": sorted(plane.models)})
+        return _json({"models": plane.names})
 
     async def v1_model(_r: Request, p: dict[str, str]) -> Response:
-        served = plane.model(p["model"])
-        return _json({"name": served.name, "ready": True})
+        if plane.handler(p["model"]) is None:
+            plane.model(p["model"])
+        return _json({"name": p["model"], "ready": True})
 
     async def v1_predict(request: Request, p: dict[str, str]) -> Response:
-        body, binary = await _body(request)
-        if binary:
-            raise InferenceError("the V1 protocol has no binary tensors; send JSON")
-        return _json(await plane.predict(p["model"], None, body))
+        return await _v1_verb(plane, request, p["model"], "predict")
+
+    async def v1_explain(request: Request, p: dict[str, str]) -> Response:
+        return await _v1_verb(plane, request, p["model"], "explain")
+
+    async def transform(request: Request, p: dict[str, str]) -> Response:
+        """A transformer replica's halves, called by its gateway (`gateway_transform`)."""
+        found = next((h for h in plane.handlers.values() if h.handler.role == "transformer"), None)
+        if found is None or p["half"] not in ("preprocess", "postprocess"):
+            raise InferenceError("no such endpoint", 404)
+        call = found.handler.preprocess if p["half"] == "preprocess" else found.handler.postprocess
+        headers = dict(request.headers.items())
+        return _answer(await found.run(call, await request.body(), headers))
 
     async def metrics(_r: Request, _p: dict[str, str]) -> Response:
         return Response(prometheus(plane), media_type=CONTENT_TYPE)
@@ -124,8 +141,10 @@ def build_app(
         Route("/v2/models/{model}/ready", handle(model_ready)),
         Route("/v2/models/{model}/versions/{version}/ready", handle(model_ready)),
         Route("/v1/models/{model}:predict", handle(v1_predict), methods=["POST"]),
+        Route("/v1/models/{model}:explain", handle(v1_explain), methods=["POST"]),
         Route("/v1/models/{model}", handle(v1_model)),
         Route("/v1/models", handle(v1_models)),
+        Route("/loom/transformer/{half:str}", handle(transform), methods=["POST"]),
         Route("/", handle(v1_alive)),
     ]
 
@@ -162,6 +181,22 @@ def build_app(
             plane.active -= 1
 
     return counted
+
+
+async def _v1_verb(plane: DataPlane, request: Request, model: str, verb: str) -> Response:
+    """V1's `:predict` or `:explain`: a handler takes the body whole; a runtime's model gets
+    the instances as a batch (and its explainer, the same)."""
+    found = plane.handler(model)
+    if found is not None:
+        headers = dict(request.headers.items())
+        answer = await found.run(found.handler.v1, verb, await request.body(), headers)
+        return _answer(answer)
+    body, binary = await _body(request)
+    if binary:
+        raise InferenceError("the V1 protocol has no binary tensors; send JSON")
+    if verb == "explain":
+        return _json(await plane.explain(model, body))
+    return _json(await plane.predict(model, None, body))
 
 
 async def _in_turn(line: Admission, work: Coroutine[Any, Any, None], send: Send) -> None:
@@ -208,11 +243,15 @@ def prometheus(plane: DataPlane) -> bytes:
         requests.add_metric([model.name], found.requests if found else model.calls)
         inflight.add_metric([model.name], model.inflight)
         batches.add_metric([model.name], found.batches if found else model.calls)
+    handled = list(plane.handlers.values())
+    for each in handled:
+        requests.add_metric([each.name], each.calls)
+        inflight.add_metric([each.name], each.inflight)
     latency = histogram(
         "loom_inference_duration_seconds",
         "Time to run a request through the model",
         ["model"],
-        [([m.name], m.latency) for m in served],
+        [([m.name], m.latency) for m in served] + [([h.name], h.latency) for h in handled],
     )
     sizes = histogram(
         "loom_inference_batch_size",
@@ -248,6 +287,10 @@ async def fast_infer(
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             break
+    found = plane.handler(model, version) if plane.handlers else None
+    if found is not None:
+        await _handler_infer(found, b"".join(chunks), scope, send)
+        return
     wanted = b"inference-header-content-length"
     header = next((v.decode("latin-1") for k, v in scope["headers"] if k == wanted), None)
     headers = [(b"content-type", b"application/json")]
@@ -268,6 +311,20 @@ async def fast_infer(
     headers.append((b"content-length", b"%d" % len(payload)))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+async def _handler_infer(found: ServedHandler, body: bytes, scope: Scope, send: Send) -> None:
+    """A V2 request, whole, to a model that decodes its own (a `kserve.Model`)."""
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+    try:
+        answer = await found.run(found.handler.v2, body, headers)
+    except Exception as exc:  # the handler answers its model's errors; this is Loom's own
+        answer = Answer.error(500, f"internal error: {type(exc).__name__}")
+    sent = {"content-type": "application/json", **answer.headers}
+    sent["content-length"] = str(len(answer.body))
+    encoded = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in sent.items()]
+    await send({"type": "http.response.start", "status": answer.status, "headers": encoded})
+    await send({"type": "http.response.body", "body": answer.body})
 
 
 # A replica on a cluster node listens on a TCP port others on the network could reach: it

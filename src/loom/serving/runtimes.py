@@ -10,7 +10,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from loom.serving.devices import check_onnx, onnx_providers, torch_device, torchscript_first
-from loom.serving.formats import OWN, Chosen, NotServable, model_file, zip_entries
+from loom.serving.formats import (
+    MAX_MLMODEL,
+    OWN,
+    Chosen,
+    NotServable,
+    model_file,
+    zip_entries,
+)
 from loom.serving.tensors import ONNX_TYPES, TORCH_TYPES
 
 
@@ -79,11 +86,14 @@ class TorchScriptRuntime:
 
         self._torch = torch
         self.device = torch_device(device)
-        self.model = torch.jit.load(str(path), map_location=self.device).eval()  # type: ignore[no-untyped-call]
+        self.model = self._module(path)
         if signature is None:
             signature = json.loads((path.parent / "signature.json").read_text())
         self.inputs = [self._spec(s) for s in signature["inputs"]]
         self.outputs = [self._spec(s) for s in signature["outputs"]]
+
+    def _module(self, path: Path) -> Any:
+        return self._torch.jit.load(str(path), map_location=self.device).eval()  # type: ignore[no-untyped-call]
 
     @staticmethod
     def _spec(spec: dict[str, Any]) -> TensorSpec:
@@ -102,21 +112,14 @@ class TorchScriptRuntime:
         return {s.name: r.cpu().numpy() for s, r in zip(self.outputs, results, strict=False)}
 
 
-def load(path: Path, device: str = "cpu") -> Runtime:
-    """A runtime for a model file, or a model folder (ONNX preferred, then TorchScript), on
-    `device` (`devices.DEVICES`)."""
+def load(path: Path, device: str = "cpu", runtime: str | None = None) -> Runtime:
+    """A runtime for a model file, or a model folder (ONNX preferred, then TorchScript, unless
+    `runtime` names one), on `device` (`devices.DEVICES`)."""
     if path.is_dir():
         found = [path / name for name in OWN if (path / name).exists()]
-        if len(found) == 2 and torchscript_first(device):
+        if runtime is None and len(found) == 2 and torchscript_first(device):
             return load(found[1], device)  # the TorchScript file runs where ONNX cannot
-        names = {p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()}
-        try:
-            chosen = model_file(
-                names, lambda name: (path / name).read_bytes(), lambda n: zip_entries(path / n)
-            )
-        except NotServable as exc:
-            raise FileNotFoundError(f"{path}: {exc}") from exc
-        return _runtime(path, chosen, device)
+        return _runtime(path, choose(path, runtime), device)
     if path.suffix == ".onnx":
         return OnnxRuntime(path, device=device)
     if path.suffix in (".pt", ".pth", ".torchscript"):
@@ -124,12 +127,52 @@ def load(path: Path, device: str = "cpu") -> Runtime:
     raise ValueError(f"{path}: not an ONNX (.onnx) or TorchScript (.pt) model")
 
 
+def choose(folder: Path, runtime: str | None = None) -> Chosen:
+    """What `formats.model_file` chooses in a model folder on this disk."""
+    names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    try:
+        return model_file(
+            names,
+            lambda name: (folder / name).read_bytes()[: MAX_MLMODEL + 1],
+            lambda n: zip_entries(folder / n),
+            runtime,
+        )
+    except NotServable as exc:
+        raise FileNotFoundError(f"{folder}: {exc}") from exc
+
+
 def _runtime(folder: Path, chosen: Chosen, device: str) -> Runtime:
-    """The runtime for what `formats.model_file` chose in a model folder."""
-    if chosen.kind == "xgboost":
+    """The runtime for what `formats.model_file` chose in a model folder; a format that runs
+    its author's code is loaded here, in the replica (its sandbox) only."""
+    if chosen.kind in ("xgboost", "xgboost_native"):
         from loom.serving.runtime_xgboost import XGBoostRuntime  # it imports this module
 
-        return XGBoostRuntime(folder / chosen.path, chosen.model_class, chosen.signature, device)
+        model_class = chosen.model_class or "xgboost.core.Booster"
+        return XGBoostRuntime(folder / chosen.path, model_class, chosen.signature, device)
     if chosen.kind == "torchscript":
         return TorchScriptRuntime(folder / chosen.path, device, chosen.signature)
-    return load(folder / chosen.path, device)
+    if chosen.kind == "onnx":
+        return load(folder / chosen.path, device)
+    return _code_runtime(folder, chosen, device)
+
+
+def _code_runtime(folder: Path, chosen: Chosen, device: str) -> Runtime:
+    from loom.serving import runtimes_code
+
+    if chosen.kind == "sklearn":
+        return runtimes_code.SklearnRuntime(folder / chosen.path)
+    if chosen.kind == "torch":
+        return runtimes_code.TorchPickleRuntime(folder / chosen.path, device)
+    if chosen.kind == "pyfunc":
+        return runtimes_code.PyfuncRuntime(folder, chosen.signature)
+    if chosen.kind == "lightgbm":
+        return runtimes_code.LightGBMRuntime(folder / chosen.path)
+    if chosen.kind in ("tensorflow", "keras"):
+        from loom.serving.runtime_tensorflow import load_tensorflow
+
+        return load_tensorflow(folder / chosen.path, chosen.kind, device)
+    if chosen.kind == "huggingface":
+        from loom.serving.runtime_hf import PipelineRuntime
+
+        return PipelineRuntime(folder, device)
+    raise ValueError(f"{folder}: a {chosen.kind} model is served by its own handler")

@@ -63,6 +63,15 @@ class DeploymentSpec:
     monitoring: dict[str, Any] | None = None
     monitor_environment: dict[str, Any] | None = None  # the detector's, built by the gateway
     monitor_python: str = ""  # or an interpreter that has the detector's packages
+    # serving code: the runtime asked for, the built-in explainer, the transformer's folder,
+    # and the environment (a builder's section) of each folder replicas serve that needs one
+    runtime: str = ""
+    explainer: str = ""
+    transformer_dir: str = ""
+    environments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # an inference graph (`graphs.Graph.json`) and its steps' deployments' folders, by name
+    graph: dict[str, Any] | None = None
+    graph_members: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def read(cls, folder: Path) -> DeploymentSpec:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from typing import Any
 
@@ -58,9 +60,10 @@ def to_array(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarra
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
         raise TensorError(f"input {name!r}: shape must be a list of sizes, got {shape!r}")
     try:
-        flat = np.asarray(data, dtype=DATATYPES[datatype]).reshape(-1)
         if datatype == "BYTES":
-            flat = np.array([_text(x) for x in flat], dtype=object)
+            flat = np.array([_element(x) for x in _flatten(data)], dtype=object)
+        else:
+            flat = np.asarray(data, dtype=DATATYPES[datatype]).reshape(-1)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TensorError(f"input {name!r}: data is not {datatype}: {exc}") from exc
     expected = math.prod(shape)
@@ -75,11 +78,37 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _json_element(value: Any) -> Any:
+    """A BYTES element for JSON: text, or `{"b64": …}` for bytes that are not UTF-8."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(value).decode()}
+    return str(value)
+
+
+def _flatten(data: Any) -> list[Any]:
+    if isinstance(data, list | tuple):
+        return [item for part in data for item in _flatten(part)]
+    return [data]
+
+
+def _element(value: Any) -> str | bytes:
+    """A BYTES element from JSON: text, or binary as TF Serving writes it, `{"b64": …}`."""
+    if isinstance(value, dict) and set(value) == {"b64"}:
+        try:
+            return base64.b64decode(str(value["b64"]), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise TensorError(f"a `b64` value is not base64: {exc}") from exc
+    return _text(value)
+
+
 def to_json(name: str, array: np.ndarray[Any, Any]) -> dict[str, Any]:
     """An output tensor as the protocol's JSON: name, shape, datatype, flat data."""
     datatype = datatype_of(array)
     flat = array.reshape(-1)
-    data = [_text(x) for x in flat] if datatype == "BYTES" else flat.tolist()
+    data = [_json_element(x) for x in flat] if datatype == "BYTES" else flat.tolist()
     return {"name": name, "shape": list(array.shape), "datatype": datatype, "data": data}
 
 
@@ -103,15 +132,20 @@ def from_bytes(name: str, datatype: str, shape: list[int], raw: bytes) -> np.nda
     return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
-def _split_bytes(name: str, raw: bytes, count: int) -> list[str]:
-    items, at = [], 0
+def _split_bytes(name: str, raw: bytes, count: int) -> list[str | bytes]:
+    items: list[str | bytes] = []
+    at = 0
     for _ in range(count):
         if at + 4 > len(raw):
             raise TensorError(f"input {name!r}: the binary BYTES data ends early")
         size = int.from_bytes(raw[at : at + 4], "little")
         if at + 4 + size > len(raw):
             raise TensorError(f"input {name!r}: the binary BYTES data ends early")
-        items.append(raw[at + 4 : at + 4 + size].decode("utf-8", "replace"))
+        item = raw[at + 4 : at + 4 + size]
+        try:  # text stays text; anything else (an encoded image) stays bytes
+            items.append(item.decode("utf-8"))
+        except UnicodeDecodeError:
+            items.append(item)
         at += 4 + size
     if at != len(raw):
         raise TensorError(f"input {name!r}: {len(raw) - at} bytes left after {count} elements")

@@ -44,15 +44,41 @@ def make_engine(url: str) -> Engine:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision."""
+    """Bring the schema to the newest Alembic revision. An empty database gets the tables as they
+    are declared, stamped with the newest revision, in one step rather than by every migration in
+    turn (what the migrations build from nothing is held to be the same schema by
+    tests/store/test_migrations.py); a database with tables is upgraded migration by migration."""
     from alembic import command
+    from sqlalchemy import inspect
+
+    from loom.store.tables import Base
+
+    config = _alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        if inspect(connection).get_table_names():
+            command.upgrade(config, "head")
+            return
+        Base.metadata.create_all(connection)
+        command.stamp(config, "head")
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run the migrations up to `revision`, one by one, whatever the database holds."""
+    from alembic import command
+
+    config = _alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def _alembic_config() -> Any:
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    return config
 
 
 class Database:

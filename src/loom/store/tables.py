@@ -405,6 +405,14 @@ class Deployment(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     # serving security: a public deployment answers without a token
     public: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # serving code: the runtime asked for (None: chosen from the files), packages added to the
+    # replicas' environment, the built-in explainer, a transformer's code ({digest, files}),
+    # and for an inference graph its nodes (then it serves no model of its own)
+    runtime: Mapped[str | None] = mapped_column(String(30))
+    pip: Mapped[list[str] | None] = mapped_column(JSON)
+    explainer: Mapped[str | None] = mapped_column(String(30))
+    transformer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    graph: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # drift and outlier detection, payload logging (`loom.serving.monitoring`); None: off
     monitoring: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
@@ -502,3 +510,28 @@ class Lease(Base):
     term: Mapped[int] = mapped_column(BigInteger)
     acquired_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
+
+
+class KubeObject(Base):
+    """A Kubernetes-style object applied with `loom apply` (a TFJob, an Experiment, an
+    InferenceService, a ConfigMap…): the document as applied (secrets redacted, sealed apart),
+    what it became in Loom (`refs`: a job, an experiment, a deployment…), and what of it was
+    ignored or approximated (`notes`). One per owner, API group, kind and name, as in a
+    namespace of a cluster."""
+
+    __tablename__ = "kube_objects"
+    __table_args__ = (UniqueConstraint("owner_id", "api_group", "kind", "name"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    api_group: Mapped[str] = mapped_column(String(100))  # "" for Kubernetes' core group
+    api_version: Mapped[str] = mapped_column(String(120))
+    kind: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(253))
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sealed: Mapped[str | None] = mapped_column(Text)  # a Secret's data, sealed
+    refs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    notes: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list)
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

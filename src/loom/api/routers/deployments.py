@@ -15,6 +15,7 @@ from loom.api.auth import PlatformDep, UserDep
 from loom.api.routers.monitoring import MonitoringIn
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
+from loom.serving.code import Code
 from loom.serving.monitoring import Monitoring
 from loom.serving.scaling import Scaling
 from loom.serving.tryout import metadata, stats, try_request
@@ -57,6 +58,26 @@ class DeploymentIn(ScalingIn):
     )
     public: bool = Field(default=False, description="answer without a token")
     monitoring: MonitoringIn | None = None
+    runtime: Annotated[str, Field(max_length=30)] | None = Field(
+        default=None,
+        description="serve the version with this runtime (kserve, onnx, torchscript, pyfunc, "
+        "tensorflow, keras, sklearn, torch, lightgbm, xgboost, huggingface); default: the "
+        "first that fits its files",
+    )
+    pip: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=200)] = Field(
+        default_factory=list, description="packages added to the replicas' environment"
+    )
+    explainer: Annotated[str, Field(max_length=30)] | None = Field(
+        default=None, description="the built-in explainer for `:explain` (captum)"
+    )
+    transformer: Annotated[str, Field(max_length=24 * 2**20)] | None = Field(
+        default=None,
+        description="a transformer in front of the model: a zip of a folder holding "
+        "transformer.py (a kserve.Model with preprocess and postprocess), in base64",
+    )
+
+    def code(self) -> Code:
+        return Code(self.runtime, list(self.pip), self.explainer, self.transformer)
 
 
 class DeploymentPatch(ScalingIn):
@@ -104,8 +125,10 @@ def create(body: DeploymentIn, loom: PlatformDep, user: UserDep, audit: AuditDep
         public=body.public,
         grpc_port=body.grpc_port,
         monitoring=Monitoring().changed(body.monitoring.given()) if body.monitoring else None,
+        code=body.code(),
     )
-    audit("deployment.create", body.name, model=body.model, version=str(body.version))
+    extra = {"runtime": body.runtime, "transformer": bool(body.transformer)}
+    audit("deployment.create", body.name, model=body.model, version=str(body.version), **extra)
     return shown(view)
 
 

@@ -2,7 +2,7 @@
 model version's evaluations, and schedules that fire on a trigger (drift, new data)
 
 Revision ID: 0022_monitoring
-Revises: 0016_serving_gpus
+Revises: 0021_custom_serving
 Create Date: 2026-12-01 04:00:00.000000
 """
 
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022_monitoring"
-down_revision = "0016_serving_gpus"
+down_revision = "0021_custom_serving"
 branch_labels = None
 depends_on = None
 
