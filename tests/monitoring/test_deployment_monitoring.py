@@ -28,6 +28,7 @@ def send(url: str, token: str, rows: np.ndarray[Any, Any]) -> None:
     assert answer.status_code == 200, answer.text
 
 
+@pytest.mark.timeout(600)  # the detector imports Alibi Detect: minutes on a loaded machine
 def test_drift_outliers_and_payloads(monitored_server: Server, tabular_zip: bytes) -> None:
     """Five windows of reference traffic: no drift, and a drift-triggered schedule starts
     nothing; one shifted window: drift naming the feature, and the schedule starts a run; an
