@@ -1,5 +1,6 @@
-"""One platform for a module of monitoring tests, its detectors run by the test environment's
-interpreter (Alibi Detect), and a small tabular model registered with its reference data."""
+"""One platform for a module of monitoring tests, whose gateways run detectors in the
+environment the platform's builder makes (built once, kept between runs), and a small tabular
+model registered with its reference data."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import COPY, Server, stop_deployments
-from tests.monitoring.detector_env import detector_python
+from tests.monitoring.detector_env import detector_python, platform_settings
 
 FEATURES = ["a", "b", "c", "d"]
 
@@ -20,7 +21,8 @@ FEATURES = ["a", "b", "c", "d"]
 @pytest.fixture(scope="module")
 def monitored_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     home = tmp_path_factory.mktemp("monitoring") / "home"
-    server = Server(home, LOOM_MONITORING_PYTHON=detector_python()).start()
+    detector_python()  # built here, once, rather than by the first gateway (minutes)
+    server = Server(home, **platform_settings()).start()
     yield server
     server.stop()
     stop_deployments(server.home)

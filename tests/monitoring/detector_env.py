@@ -1,50 +1,39 @@
-"""The detectors' environment for tests: a virtual environment with Alibi Detect (never in
-Loom's own), made once under `.venvs/monitoring` and kept; Loom's source folder is put on its
-path by a `.pth` line, so that `python -m loom.serving.detector` runs there."""
+"""The detectors' environment for tests, as the platform builds it: the platform's environment
+builder (its `uv`, this machine's package sources and index strategy) makes the monitoring
+packages' environment over Loom's own, in a folder kept between test runs (`.venvs/`,
+git-ignored), so that it is built once, not once per test platform."""
 
 from __future__ import annotations
 
-import fcntl
-import subprocess
-import sys
 from pathlib import Path
 
-import loom
+from loom.api.platform import detector_environment
+from loom.environments import builder
+from loom.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".venvs" / "monitoring"
-PACKAGES = ["alibi-detect==0.13.0", "torch==2.13.0"]
+ENVIRONMENTS = ROOT / ".venvs" / "environments"
+
+
+def platform_settings() -> dict[str, str]:
+    """What a test platform is given so that its gateways reuse the environments built here."""
+    return {"LOOM_ENVIRONMENTS_DIR": str(ENVIRONMENTS)}
 
 
 def detector_python() -> str:
-    """The environment's interpreter, made the first time (a few minutes), then reused."""
-    python = VENV / "bin" / "python"
-    done = VENV / ".loom-ready"
-    VENV.parent.mkdir(exist_ok=True)
-    with (VENV.parent / "monitoring.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            uv = str(Path(sys.executable).parent / "uv")
-            subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(VENV)], check=True)
-            subprocess.run(
-                [uv, "pip", "install", "-q", "--python", str(python), "--index-strategy",
-                 "unsafe-best-match", *_sources(), *PACKAGES],
-                check=True,
-            )  # fmt: skip
-            site = next((VENV / "lib").glob("python3*/site-packages"))
-            (site / "zz_loom_source.pth").write_text(str(Path(loom.__file__).parents[1]) + "\n")
-            done.touch()
-    return str(python)
-
-
-def _sources() -> list[str]:
-    """Where this machine's pip finds packages (a mirror, wheels on disk), as uv options."""
+    """The interpreter of the environment a test platform's gateways run detectors in: the
+    same section (hence the same digest) the platform writes in their specs, built the first
+    time (minutes), then reused."""
     from tests.conftest import package_sources
 
-    found = package_sources()
-    options = []
-    for url in filter(None, found.get("LOOM_ENVIRONMENTS_EXTRA_INDEX_URLS", "").split(",")):
-        options += ["--extra-index-url", url]
-    for place in filter(None, found.get("LOOM_ENVIRONMENTS_FIND_LINKS", "").split(",")):
-        options += ["--find-links", place]
-    return options
+    given = {**package_sources(), **platform_settings()}
+    settings = Settings(**{k.removeprefix("LOOM_").lower(): v for k, v in given.items()})  # type: ignore[arg-type]
+    section = detector_environment(settings).environment
+    assert section is not None
+    ready = builder.ensure(builder.Request.from_spec(section), _quiet, _quiet)
+    ready.release()
+    return str(ready.python)
+
+
+def _quiet(line: str) -> None:
+    del line

@@ -25,6 +25,7 @@ from loom.observability import PlatformMetrics
 from loom.pipelines.service import Pipelines
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
+from loom.serving.monitoring import DetectorRuntime
 from loom.serving.spec import Tls
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
@@ -280,14 +281,16 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
     return platform
 
 
-def detector_environment(settings: Settings) -> tuple[str, dict[str, Any] | None]:
-    """How gateways run drift detectors: LOOM_MONITORING_PYTHON, or an environment of the
-    monitoring packages over the platform's own, built like a job's."""
+def detector_environment(settings: Settings) -> DetectorRuntime:
+    """How gateways run drift detectors: in an environment of the monitoring packages over
+    the platform's own, built by the platform's environment builder (its indexes and index
+    strategy), or in the interpreter LOOM_MONITORING_PYTHON names (an admin's override)."""
+    timeout = settings.monitoring_start_timeout_s
     if settings.monitoring_python:
-        return settings.monitoring_python, None
+        return DetectorRuntime(python=settings.monitoring_python, start_timeout_s=timeout)
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     plan = Plan("monitoring", python, tuple(sorted(settings.monitoring_packages)))
-    return "", spec_section(plan, settings)
+    return DetectorRuntime(environment=spec_section(plan, settings), start_timeout_s=timeout)
 
 
 def check_admin_token(settings: Settings) -> None:

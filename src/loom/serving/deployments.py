@@ -49,7 +49,7 @@ from loom.serving.environment import serving_env
 from loom.serving.formats import MAX_MLMODEL, NotServable, model_file, zip_entries
 from loom.serving.graph_deployments import graph_members, refuse_if_a_step
 from loom.serving.keys import DeploymentAccess
-from loom.serving.monitoring import REFERENCE_FILE, Monitoring
+from loom.serving.monitoring import REFERENCE_FILE, DetectorRuntime, Monitoring
 from loom.serving.replicas import free_port
 from loom.serving.scaling import Scaling, columns, columns_of
 from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
@@ -75,12 +75,11 @@ class Deployments:
         unconfined: str | None = None,
         gpus: list[int] | None = None,
         sources: Sources | None = None,
-        detector: tuple[str, dict[str, Any] | None] = ("", None),
+        detector: DetectorRuntime | None = None,
     ) -> None:
         self.db = db
         self.sources = sources or Sources(root=home / "environments")
-        # how gateways run drift detectors: an interpreter, or an environment to build
-        self.detector = detector
+        self.detector = detector or DetectorRuntime()  # how gateways run drift detectors
         self.drift = DriftHistory(db)
         self.gpus = gpus or []  # the GPUs of this machine replicas may be pinned to
         self.unconfined = unconfined  # why replicas could not be sandboxed here: none are made
@@ -330,7 +329,9 @@ class Deployments:
         grpc = f"{_display(self.host)}:{row.grpc_port}" if row.grpc_port else None
         view = described(row, status, state, redact_paths(message), endpoint, grpc)
         view["monitoring"] = (
-            {**row.monitoring, "status": status.get("monitoring")} if row.monitoring else None
+            {**row.monitoring, "status": _monitor_status(status.get("monitoring"))}
+            if row.monitoring
+            else None
         )
         return view
 
@@ -402,8 +403,9 @@ class Deployments:
             ray_namespace=self.ray[1] if self.ray else "loom",
             gpu_ids=[] if self.ray else list(self.gpus),
             monitoring=row.monitoring,
-            monitor_python=self.detector[0],
-            monitor_environment=self.detector[1],
+            monitor_python=self.detector.python,
+            monitor_environment=self.detector.environment,
+            monitor_start_timeout_s=self.detector.start_timeout_s,
             runtime=row.runtime or "",
             explainer=row.explainer or "",
             transformer_dir=transformer,
@@ -562,6 +564,14 @@ class Deployments:
     def _exists(self, deployment_id: str) -> bool:
         with self.db.session() as session:
             return session.get(Deployment, deployment_id) is not None
+
+
+def _monitor_status(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The detector's status as its gateway wrote it, its message without the server's paths
+    (it may quote the detector's log)."""
+    if not status:
+        return status
+    return {**status, "message": redact_paths(str(status.get("message") or ""))}
 
 
 def _has_reference(version: ModelVersion, monitoring: Monitoring | None) -> None:

@@ -14,7 +14,11 @@ writes what it finds to stdout, one JSON object a line:
   feature-wise Kolmogorov-Smirnov test (Bonferroni over features) against the reference; for
   images and other inputs of more than one axis, the test runs on a learned embedding (PCA
   fitted on the reference) rather than on raw pixels;
-- `{"type": "ready"}` once the detectors are fitted, `{"type": "problem"}` for what it skips.
+- `{"type": "loading"}` first (the process runs; Alibi Detect, which imports torch and
+  transformers, takes seconds of CPU to import), `{"type": "ready"}` once the detectors are
+  fitted, `{"type": "problem"}` for what it skips; `{"type": "problem", "fatal": true}` just
+  before it exits when it cannot watch anything (no usable reference, or no Alibi Detect), so
+  that the gateway says why rather than waiting for it.
 
 The statistics are the library's; this module only shapes data and reports.
 """
@@ -72,10 +76,10 @@ def load_reference(path: str) -> tuple[np.ndarray, list[str]]:
     return x, names
 
 
-def fit(version: str, path: str, config: Config) -> VersionDetector:
+def fit(version: str, reference: tuple[np.ndarray, list[str]], config: Config) -> VersionDetector:
     from alibi_detect.cd import KSDrift
 
-    x, names = load_reference(path)
+    x, names = reference
     found = VersionDetector(version, x, names)
     flat = x.reshape(len(x), -1)
     if x.ndim > 2:  # an image: test a learned embedding, not thousands of pixels
@@ -141,12 +145,29 @@ class Detector:
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
         self.out.flush()
 
-    def start(self) -> None:
+    def start(self) -> bool:
+        """Fit each version's detectors; False (after saying why) when none can be watched.
+        The references are read before Alibi Detect is imported: a bad one is told at once."""
+        self.say(type="loading")
+        references = {}
         for version, path in self.config.references.items():
             try:
-                self.versions[version] = fit(version, path, self.config)
-            except (OSError, KeyError, ValueError) as exc:
+                references[version] = load_reference(path)
+            except (OSError, KeyError, ValueError, TypeError) as exc:
                 self.say(type="problem", version=version, message=f"no reference: {exc}")
+        if not references:
+            return self.fatal("no version's reference data could be read")
+        try:
+            import alibi_detect  # noqa: F401  (seconds: torch, transformers, scipy, ...)
+        except ImportError as exc:
+            return self.fatal(f"Alibi Detect cannot be imported in its environment: {exc}")
+        for version, reference in references.items():
+            try:
+                self.versions[version] = fit(version, reference, self.config)
+            except (ValueError, TypeError) as exc:
+                self.say(type="problem", version=version, message=f"not fitted: {exc}")
+        if not self.versions:
+            return self.fatal("no version's detectors could be fitted on its reference data")
         self.say(
             type="ready",
             versions={
@@ -154,6 +175,11 @@ class Detector:
                 for v, d in self.versions.items()
             },
         )
+        return True
+
+    def fatal(self, message: str) -> bool:
+        self.say(type="problem", fatal=True, message=message)
+        return False
 
     def observe(self, header: dict[str, Any], body: bytes) -> None:
         found = self.versions.get(str(header.get("version")))
@@ -247,7 +273,8 @@ def main() -> None:
         sys.exit("usage: python -m loom.serving.detector CONFIG_JSON")
     config = Config(**json.loads(sys.argv[1]))
     detector = Detector(config, sys.stdout)
-    detector.start()
+    if not detector.start():
+        sys.exit(2)
     serve(sys.stdin.buffer, detector)
 
 

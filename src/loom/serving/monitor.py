@@ -24,6 +24,7 @@ from loom.serving.confined import confine
 from loom.serving.http1 import Message
 from loom.serving.monitoring import REFERENCE_FILE, Monitoring
 from loom.serving.payloads import MAX_BODY, PayloadLog
+from loom.serving.replica_envs import EnvironmentFailed, ReplicaEnvironments
 from loom.serving.spec import DeploymentSpec
 
 FOLDER = "monitor"
@@ -32,6 +33,7 @@ MAX_PIPE = 4 * 2**20  # bytes waiting for the detector; past it requests are not
 MAX_PENDING = 2048  # recent requests kept to log one the detector flags
 OUTLIER_BODY = 4096
 RESTART_S = (1.0, 60.0)
+MAX_MESSAGE = 600
 INFER = (b"/infer", b":predict")
 
 
@@ -67,6 +69,12 @@ class Monitor:
         self._windows_out = (self.root / WINDOWS).open("a", encoding="utf-8")
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
+        # the detector's environment: built (or reused) like a replica's, its log beside it
+        self.environments = ReplicaEnvironments(self.root, self._building)
+
+    def _building(self, news: str) -> None:
+        """The environment build's progress, in the monitor's status (from its thread)."""
+        self.message = news[:MAX_MESSAGE]
 
     @classmethod
     def of(cls, folder: Path, spec: DeploymentSpec) -> Monitor | None:
@@ -127,22 +135,25 @@ class Monitor:
             began = time.monotonic()
             try:
                 await self._run_once()
+            except EnvironmentFailed as exc:
+                self._failing(f"the detector's environment: {exc}")
             except Exception as exc:  # the detector's trouble never stops serving
-                self.state, self.message = "failing", f"{type(exc).__name__}: {exc}"
+                self._failing(f"{type(exc).__name__}: {exc}")
             if self._stopping:
                 return
             if self.state != "failing":
-                self.state = "failing"
-                self.message = f"the detector exited: {self._log_tail()}"
+                self._failing(f"the detector exited: {self._log_tail()}")
             delay = RESTART_S[0] if time.monotonic() - began > 60 else min(delay * 2, RESTART_S[1])
             await asyncio.sleep(delay)
 
+    def _failing(self, message: str) -> None:
+        self.state, self.message = "failing", message[:MAX_MESSAGE]
+
     async def _run_once(self) -> None:
-        python = await self._python()
+        python, environment = await self._python()
         references = self._references()
         if not references:
-            self.state = "failing"
-            self.message = (
+            self._failing(
                 f"no reference data: the version's files have no {REFERENCE_FILE} "
                 "(save one with tracking.save_reference in the training script)"
             )
@@ -158,12 +169,14 @@ class Monitor:
         }
         command = [python, "-m", "loom.serving.detector", json.dumps(config)]
         start = confine(
-            self._sandbox(python, list(references.values())),
+            self._sandbox(python, environment, list(references.values())),
             self.folder,
             f"monitor-{self.folder.name}",
             command,
             Path(self.spec.model_dir),
+            environment=environment,
         )
+        self.state, self.message = "starting", "the detector is starting"
         with (self.root / "detector.log").open("ab") as err:
             self.process = await asyncio.create_subprocess_exec(
                 *start.command,
@@ -177,30 +190,61 @@ class Monitor:
                 limit=2**20,
             )
         assert self.process.stdout is not None
+        if not await self._until_ready(self.process.stdout):
+            await self._end_process()
+            return
         while line := await self.process.stdout.readline():
             self._heard(line)
         await self.process.wait()
 
-    async def _python(self) -> str:
-        """The detector's interpreter: the one the platform names, or an environment built
-        (once per hash, shared) with the detector's packages."""
+    async def _until_ready(self, stdout: asyncio.StreamReader) -> bool:
+        """Whether the detector said it is ready within the start deadline. One that exits
+        first, or is still not ready by then (a hung start, or a machine too loaded to import
+        Alibi Detect in time), is `failing` with why, rather than `starting` for ever."""
+        limit = self.spec.monitor_start_timeout_s
+        deadline = time.monotonic() + limit
+        while self.state != "watching":
+            try:
+                line = await asyncio.wait_for(stdout.readline(), deadline - time.monotonic())
+            except TimeoutError:
+                doing = self.message or "no word from it"
+                self._failing(f"the detector was not ready within {limit:g} s ({doing}); "
+                              f"stopped, to be started again. {self._log_tail()}")  # fmt: skip
+                return False
+            if not line:
+                code = await self._end_process()
+                if self.state != "failing":
+                    self._failing(f"the detector exited ({code}): {self._log_tail()}")
+                return False
+            self._heard(line)
+        return True
+
+    async def _end_process(self) -> int | None:
+        process = self.process
+        if process is None:
+            return None
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 5)
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        return process.returncode
+
+    async def _python(self) -> tuple[str, Path | None]:
+        """The detector's interpreter, and its environment when the gateway built it: the
+        platform's environment builder makes it once per content hash (shared, held while
+        the detector runs), unless the admin named an interpreter (LOOM_MONITORING_PYTHON)."""
         if self.spec.monitor_python:
-            return self.spec.monitor_python
+            return self.spec.monitor_python, None
         if not self.spec.monitor_environment:
             raise RuntimeError("the platform gave no environment for the detector")
-        from loom.environments.builder import Request, ensure
-
-        self.state = "building its environment"
-        request = Request.from_spec(self.spec.monitor_environment)
-        with (self.root / "build.log").open("a", encoding="utf-8") as log:
-
-            def say(line: str) -> None:
-                log.write(line.rstrip() + "\n")
-
-            ready = await asyncio.to_thread(ensure, request, say, say)
-        ready.release()  # the gateway keeps using it; the collector spares recent ones
-        self.state = "starting"
-        return str(ready.python)
+        self.state, self.message = "building its environment", ""
+        folder = await self.environments.prepare(self.spec.monitor_environment)
+        return str(folder / "bin" / "python"), folder
 
     def _references(self) -> dict[str, Path]:
         found = {}
@@ -212,17 +256,18 @@ class Monitor:
                 found[version] = Path(model_dir) / REFERENCE_FILE
         return found
 
-    def _sandbox(self, python: str, references: list[Path]) -> dict[str, Any] | None:
-        """The replicas' sandbox, with the detector's environment and the references' folders
-        also readable."""
+    def _sandbox(
+        self, python: str, environment: Path | None, references: list[Path]
+    ) -> dict[str, Any] | None:
+        """The replicas' sandbox, with the references' folders also readable (and the venv an
+        admin named: the venv, not the interpreter its link names); a built environment is
+        added by `confine`, as a replica's is."""
         section = self.spec.sandbox
         if section is None:
             return None
         extra = {str(p.parent) for p in references}
-        if self.spec.monitor_environment:
-            extra.add(str(self.spec.monitor_environment["root"]))
-        else:
-            extra.add(str(Path(python).parent.parent))  # the venv, not what its link names
+        if environment is None:
+            extra.add(str(Path(python).parent.parent))
         return {**section, "read_only": sorted({*section["read_only"], *extra})}
 
     def _heard(self, line: bytes) -> None:
@@ -231,7 +276,11 @@ class Monitor:
         except ValueError:
             return
         kind = said.get("type")
-        if kind == "ready":
+        if kind == "loading":
+            self.message = "importing Alibi Detect and fitting on the reference data"
+        elif kind == "problem" and said.get("fatal"):
+            self._failing(f"the detector cannot start: {said.get('message', '')}")
+        elif kind == "ready":
             self.state, self.message, self.detected = "watching", "", said.get("versions", {})
         elif kind == "window":
             self.windows += 1
@@ -269,18 +318,12 @@ class Monitor:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.terminate()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.process.wait(), 5)
-            if self.process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    self.process.kill()
+        await self._end_process()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        self.environments.release()
         if self.payloads is not None:
             self.payloads.close()
         self._windows_out.close()

@@ -13,9 +13,19 @@ from typing import Any
 from loom.domain.errors import InvalidInput
 
 REFERENCE_FILE = "reference.npz"  # in the model version's files, written by save_reference
-DETECTOR_PACKAGES = ("alibi-detect==0.13.0",)  # the detector's environment (not Loom's core)
 MAX_WINDOW = 100_000
 MAX_PAYLOAD_MB = 1024
+
+
+@dataclass(frozen=True)
+class DetectorRuntime:
+    """How this platform's gateways run drift detectors (the admin's settings): in an
+    environment the gateway builds with the platform's environment builder, or in an
+    interpreter the admin names; a detector not ready within `start_timeout_s` is failing."""
+
+    python: str = ""  # LOOM_MONITORING_PYTHON: an interpreter with the detector's packages
+    environment: dict[str, Any] | None = None  # else a builder's section (once per hash)
+    start_timeout_s: float = 900.0
 
 
 @dataclass(frozen=True)
