@@ -63,31 +63,11 @@ def factsheet(
         },
         "reference_data": any(f["path"] == "reference.npz" for f in version.files),
         "training_metrics": version.metrics,
-        "evaluations": [
-            {
-                "kind": e.kind,
-                "results": e.results,
-                "job_id": e.job_id,
-                "at": e.created_at,
-                "lineage": e.lineage,
-            }
-            for e in found
-        ],
+        "evaluations": [_evaluation(e) for e in found],
         "drift": {
             "windows": len(windows),
             "drifted": sum(1 for w in windows if w.drift),
-            "last": [
-                {
-                    "at": w.at,
-                    "deployment": w.deployment,
-                    "drift": w.drift,
-                    "score": w.score,
-                    "p_value": w.p_value,
-                    "features": w.features,
-                    "outliers": w.outliers,
-                }
-                for w in windows[:DRIFT_SHOWN]
-            ],
+            "last": [_window(w) for w in windows[:DRIFT_SHOWN]],
         },
         "deployments": served,
     }
