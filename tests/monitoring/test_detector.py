@@ -32,8 +32,9 @@ class Detector:
             stdout=subprocess.PIPE,
         )
         self.sent = 0
-        ready = self.next()
-        assert ready["type"] == "ready", ready
+        while (said := self.next())["type"] == "loading":  # said first, before the import
+            pass
+        assert said["type"] == "ready", said
 
     def send(self, body: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -121,6 +122,16 @@ def test_an_outlier_request_is_flagged(detector: Detector) -> None:
     flagged = detector.until("outlier")
     assert flagged["id"] == f"r{detector.sent}"
     assert flagged["score"] > flagged["threshold"]
+
+
+def test_a_frame_it_cannot_read_is_skipped(detector: Detector) -> None:
+    """A frame whose header is not JSON is reported as a problem and skipped; the request
+    after it is still judged."""
+    assert detector.process.stdin is not None
+    detector.process.stdin.write(b"not a header\n")
+    detector.send(v1(np.array([[9.0, -9.0, 9.0, -9.0]], dtype=np.float32)))
+    assert "could not read" in detector.until("problem")["message"]
+    assert detector.until("outlier")["id"] == f"r{detector.sent}"
 
 
 def test_reference_is_bounded_and_never_pickled(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@ process of its own, run by the gateway in an environment that holds Alibi Detect
 Loom's core install), confined like a replica.
 
 It reads requests from stdin (a JSON header line `{"id", "version", "time", "n"}`, then `n`
-bytes of the request's body: V1 `instances`/`inputs` or V2 `inputs`), turns each into samples
+bytes of the request's body: V1 `instances`/`inputs` or V2 `inputs`), all that queued in the
+pipe at once (embedded and scored in one call per version: under load, hundreds of requests
+cost about what one does), turns each into samples
 shaped like the version's reference data (`reference.npz`, from `tracking.save_reference`), and
 writes what it finds to stdout, one JSON object a line:
 
@@ -26,6 +28,7 @@ The statistics are the library's; this module only shapes data and reports.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import uuid
@@ -35,6 +38,10 @@ from typing import IO, Any
 import numpy as np
 
 EMBEDDING_DIMS = 16  # components kept when inputs are images (or any tensor of > 1 axis)
+READ_BYTES = 4 * 2**20  # the most taken from the pipe at once
+MAX_FRAME = 64 * 2**20  # a request body larger than any the gateway takes: a bad frame
+
+Frame = tuple[dict[str, Any], bytes]  # a request's header and body
 
 
 @dataclass
@@ -181,41 +188,67 @@ class Detector:
         self.say(type="problem", fatal=True, message=message)
         return False
 
-    def observe(self, header: dict[str, Any], body: bytes) -> None:
-        found = self.versions.get(str(header.get("version")))
-        if found is None:
-            return
-        try:
-            x = samples(body, found.reference)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            self.problem(str(exc))
-            return
-        tested = found.embed(x)
-        if found.outlier is not None:
-            self.flag(found, header, tested)
-        if found.drift is not None:
-            if not found.window:
-                found.since = float(header.get("time") or time.time())
-            found.window.append(tested)
-            found.seen += len(tested)
-            if found.seen >= self.config.window:
-                self.close_window(found, float(header.get("time") or time.time()))
+    def observe(self, frames: list[Frame]) -> None:
+        """Requests taken from the pipe at once: each version's samples embedded and scored
+        for outliers in one call (the library's cost is per call far more than per sample:
+        under load a batch holds hundreds of requests), then taken into its window in order."""
+        taken: dict[str, list[tuple[dict[str, Any], np.ndarray]]] = {}
+        for header, body in frames:
+            found = self.versions.get(str(header.get("version")))
+            if found is None:
+                continue
+            try:
+                taken.setdefault(found.version, []).append((header, samples(body, found.reference)))
+            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                self.problem(str(exc))
+        for version, items in taken.items():
+            self.take(self.versions[version], items)
 
-    def flag(self, found: VersionDetector, header: dict[str, Any], tested: np.ndarray) -> None:
+    def take(self, found: VersionDetector, items: list[tuple[dict[str, Any], np.ndarray]]) -> None:
+        tested = found.embed(np.concatenate([x for _, x in items]))
+        bounds = np.cumsum([len(x) for _, x in items])[:-1]
+        parts = np.split(tested, bounds)
+        flags = self.scored(found, tested, bounds) if found.outlier is not None else []
+        for i, (header, _) in enumerate(items):
+            outlying = flags[i] if flags else None
+            if outlying is not None:
+                self.flag(found, header, *outlying)
+            if found.drift is not None:
+                if not found.window:
+                    found.since = float(header.get("time") or time.time())
+                found.window.append(parts[i])
+                found.seen += len(parts[i])
+                if found.seen >= self.config.window:
+                    self.close_window(found, float(header.get("time") or time.time()))
+
+    def scored(
+        self, found: VersionDetector, tested: np.ndarray, bounds: np.ndarray
+    ) -> list[tuple[list[int], float, float] | None]:
+        """Per request, its outlier samples, their highest score and the threshold; None for
+        a request with none."""
         result = found.outlier.predict(tested)["data"]
-        flagged = np.asarray(result["is_outlier"]).astype(bool)
-        if flagged.any():
-            found.outliers_in_window += 1
-            scores = np.asarray(result["instance_score"], dtype=float)
-            self.say(
-                type="outlier",
-                id=header.get("id"),
-                version=found.version,
-                time=header.get("time"),
-                score=round(float(scores[flagged].max()), 6),
-                threshold=round(float(result["threshold"]), 6),
-                samples=[int(i) for i in np.flatnonzero(flagged)],
-            )
+        threshold = float(result["threshold"])
+        flagged = np.split(np.asarray(result["is_outlier"]).astype(bool), bounds)
+        scores = np.split(np.asarray(result["instance_score"], dtype=float), bounds)
+        return [
+            ([int(i) for i in np.flatnonzero(f)], float(s[f].max()), threshold) if f.any() else None
+            for f, s in zip(flagged, scores, strict=True)
+        ]
+
+    def flag(
+        self, found: VersionDetector, header: dict[str, Any], which: list[int], score: float,
+        threshold: float,
+    ) -> None:  # fmt: skip
+        found.outliers_in_window += 1
+        self.say(
+            type="outlier",
+            id=header.get("id"),
+            version=found.version,
+            time=header.get("time"),
+            score=round(score, 6),
+            threshold=round(threshold, 6),
+            samples=which,
+        )
 
     def close_window(self, found: VersionDetector, until: float) -> None:
         x = np.concatenate(found.window)
@@ -254,18 +287,54 @@ class Detector:
             self.say(type="problem", message=message, count=count)
 
 
+class Frames:
+    """The gateway's frames from a pipe: each read takes every byte already there, so that
+    the frames that queued while the last batch was judged are judged together."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        self.fd = source.fileno()
+        self.buffer = bytearray()
+        self.bad = 0  # frames of the last batch that could not be read (skipped to the next line)
+
+    def batch(self) -> list[Frame] | None:
+        """The complete frames there are, waiting for one (or for a bad one, so that it is told
+        at once, not when the next good frame comes); None at the end of the input."""
+        self.bad = 0
+        while True:
+            frames = self._complete()
+            if frames or self.bad:
+                return frames
+            chunk = os.read(self.fd, READ_BYTES)
+            if not chunk:
+                return None
+            self.buffer += chunk
+
+    def _complete(self) -> list[Frame]:
+        frames, at = [], 0
+        while (end := self.buffer.find(b"\n", at)) >= 0:
+            try:
+                header = json.loads(self.buffer[at:end])
+                size = int(header["n"])
+                if not 0 <= size <= MAX_FRAME:
+                    raise ValueError(size)
+            except (ValueError, KeyError, TypeError):
+                self.bad += 1
+                at = end + 1
+                continue
+            if len(self.buffer) < end + 1 + size:
+                break  # the rest of its body has not come yet
+            frames.append((header, bytes(self.buffer[end + 1 : end + 1 + size])))
+            at = end + 1 + size
+        del self.buffer[:at]
+        return frames
+
+
 def serve(source: IO[bytes], detector: Detector) -> None:
-    while True:
-        line = source.readline()
-        if not line:
-            return
-        try:
-            header = json.loads(line)
-            body = source.read(int(header["n"]))
-        except (ValueError, KeyError, TypeError):
+    frames = Frames(source)
+    while (batch := frames.batch()) is not None:
+        if frames.bad:
             detector.problem("a frame the detector could not read")
-            continue
-        detector.observe(header, body)
+        detector.observe(batch)
 
 
 def main() -> None:
