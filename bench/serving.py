@@ -284,12 +284,17 @@ class Process:
             processes = [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             return 0.0
-        total = 0.0
-        for process in processes:
-            with suppress(psutil.NoSuchProcess):
-                times = process.cpu_times()
-                total += times.user + times.system
-        return total
+        return cpu_seconds(processes)
+
+
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    """User and system CPU seconds of these processes (those gone count nothing)."""
+    total = 0.0
+    for process in processes:
+        with suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def process_server(

@@ -191,6 +191,24 @@ class Settings(BaseSettings):
     )
     environments_build_timeout_s: float = Field(default=1800.0, gt=0)
 
+    # monitoring: the drift and outlier detectors of deployments
+    monitoring_packages: Names = Field(
+        default_factory=lambda: ["alibi-detect==0.13.0"],
+        description="what the detectors' environment installs beside the platform's packages; "
+        "built once per machine by the environment builder (LOOM_ENVIRONMENTS_* settings)",
+    )
+    monitoring_python: str = Field(
+        default="",
+        description="an admin's override: an interpreter that already has the detector's "
+        "packages (Alibi Detect), used instead of the built environment",
+    )
+    monitoring_start_timeout_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="a detector not ready this long after it started (importing Alibi Detect "
+        "and fitting on the reference) is reported failing and started again",
+    )
+
     # isolation
     isolation: Literal["auto", "sandbox", "off"] = Field(
         default="auto",

@@ -171,6 +171,53 @@ def _short(value: float) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+REFERENCE_FILE = "reference.npz"
+MAX_REFERENCE_ROWS = 5000
+MAX_REFERENCE_BYTES = 32 * 2**20
+
+
+def save_reference(
+    x: Any,
+    y: Any = None,
+    *,
+    feature_names: list[str] | None = None,
+    max_rows: int = 2000,
+    directory: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+) -> Path:
+    """Keep a sample of the training inputs `x` (and labels `y`) with the model: the version's
+    reference data, against which a deployment's drift and outlier detectors judge requests.
+
+    At most `max_rows` rows (drawn at random, the same with the same `seed`; never more than
+    5,000) and 32 MiB are kept, as `reference.npz` beside the model (`$RESULT_DIR/model/`
+    under Loom, so it is registered with the version; elsewhere `directory` or `./model`).
+    Rows are samples shaped as the model's input (a 2-D table, or images of any shape).
+    """
+    import numpy as np
+
+    inputs = np.asarray(x, dtype=np.float32)
+    if inputs.ndim == 0 or len(inputs) == 0:
+        raise ValueError("save_reference: x must hold at least one sample")
+    labels = None if y is None else np.asarray(y)
+    if labels is not None and len(labels) != len(inputs):
+        raise ValueError(f"save_reference: {len(inputs)} samples but {len(labels)} labels")
+    if feature_names is not None and (inputs.ndim != 2 or len(feature_names) != inputs.shape[1]):
+        raise ValueError("save_reference: feature_names needs a 2-D x, one name per column")
+    rows = min(len(inputs), max(1, min(max_rows, MAX_REFERENCE_ROWS)))
+    per_row = max(inputs[0].nbytes, 1)
+    rows = max(1, min(rows, MAX_REFERENCE_BYTES // per_row))
+    chosen = np.sort(np.random.default_rng(seed).permutation(len(inputs))[:rows])
+    arrays: dict[str, Any] = {"x": inputs[chosen]}
+    if labels is not None:
+        arrays["y"] = labels[chosen]
+    if feature_names is not None:
+        arrays["feature_names"] = np.asarray([str(n) for n in feature_names])
+    target = Path(directory or Path(os.environ.get("RESULT_DIR", ".")) / "model")
+    target.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(target / REFERENCE_FILE, **arrays)
+    return target / REFERENCE_FILE
+
+
 def save_model(
     model: Any,
     example_input: Any,

@@ -11,6 +11,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from loom.observability import PlatformMetrics
+from loom.serving.drift import DriftMetrics
+from loom.store.tables import DriftWindow
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "loom-platform.json"
 NAME = re.compile(r"\b((?:loom|process)_[a-z_]+)\b")
@@ -21,12 +23,18 @@ def exposed() -> dict[str, str]:
     metrics = PlatformMetrics()
     metrics.read_at_scrape(lambda: {}, lambda: ("host:1", True))
     metrics.http_duration.labels("/health", "GET", "2xx").observe(0.01)
+    metrics.registry.register(DriftMetrics(lambda: [_window()]))  # as loom.api.app does
     text = metrics.exposition().decode()
     return {
         sample.name: family.type
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
+
+
+def _window() -> DriftWindow:
+    return DriftWindow(deployment="d", deployment_id="0" * 32, model_name="m", model_version=1,
+                       drift=True, score=0.5, p_value=0.001, outliers=2, at=1.0)  # fmt: skip
 
 
 def expressions(dashboard: dict[str, Any]) -> list[str]:

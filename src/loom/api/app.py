@@ -27,6 +27,7 @@ from loom.api.routers import (
     logs,
     metrics,
     models,
+    monitoring,
     operations,
     pipelines,
     runs,
@@ -37,6 +38,7 @@ from loom.api.routers import (
 )
 from loom.launchers.base import Launcher
 from loom.lifecycle.transfers import body_bytes
+from loom.serving.drift import DriftMetrics
 from loom.settings import Settings
 from loom.ui import routes as ui
 
@@ -85,6 +87,9 @@ def create_app(
     platform.platform_metrics.read_at_scrape(
         partial(operations.jobs_by_state, platform.db), platform.leader_status
     )
+    platform.platform_metrics.registry.register(
+        DriftMetrics(platform.deployments.drift.latest_per_deployment)
+    )
     routers = (
         jobs,
         experiments,
@@ -94,6 +99,7 @@ def create_app(
         models,
         runs,
         deployments,
+        monitoring,
         graphs,
         users,
         session,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,12 +12,13 @@ from sqlalchemy.orm import Session
 
 from loom.api.identity import ServerIdentity
 from loom.domain.accounts import admin_token_problem
+from loom.domain.environments import Plan
 from loom.domain.errors import ConfigError, PlatformError
 from loom.domain.resources import parse_memory
 from loom.hpo.service import Experiments
 from loom.launchers.base import Launcher
 from loom.launchers.confinement import SandboxPolicy
-from loom.lifecycle.environments import sources_of
+from loom.lifecycle.environments import sources_of, spec_section
 from loom.lifecycle.isolation import Isolation, decide, sandbox_policy, with_launcher
 from loom.lifecycle.leadership import Leadership
 from loom.lifecycle.manager import LifecycleManager
@@ -25,6 +27,7 @@ from loom.pipelines.service import Pipelines
 from loom.registry.catalog import Catalog
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
+from loom.serving.monitoring import DetectorRuntime
 from loom.serving.spec import Tls
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
@@ -258,6 +261,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         ray,
         unconfined=isolation.replicas_unconfined,
         gpus=serving_gpus(settings),
+        detector=detector_environment(settings),
         sources=sources_of(settings),
     )
     server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
@@ -304,6 +308,18 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
             tds, settings.log_retention_days, settings.retention_interval_s
         )
     return platform
+
+
+def detector_environment(settings: Settings) -> DetectorRuntime:
+    """How gateways run drift detectors: in an environment of the monitoring packages over
+    the platform's own, built by the platform's environment builder (its indexes and index
+    strategy), or in the interpreter LOOM_MONITORING_PYTHON names (an admin's override)."""
+    timeout = settings.monitoring_start_timeout_s
+    if settings.monitoring_python:
+        return DetectorRuntime(python=settings.monitoring_python, start_timeout_s=timeout)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    plan = Plan("monitoring", python, tuple(sorted(settings.monitoring_packages)))
+    return DetectorRuntime(environment=spec_section(plan, settings), start_timeout_s=timeout)
 
 
 def check_admin_token(settings: Settings) -> None:

@@ -45,6 +45,19 @@ RequestLog = Annotated[
     typer.Option("--request-log/--no-request-log", help="log each request and response"),
 ]
 
+Monitor = Annotated[
+    bool | None,
+    typer.Option(
+        "--monitor/--no-monitor",
+        help="drift and outlier detection against the version's reference data",
+    ),
+]
+Window = Annotated[int | None, typer.Option("--window", min=10, help="samples per drift test")]
+PayloadRate = Annotated[
+    float | None,
+    typer.Option("--log-payloads", min=0, max=1, help="share of requests whose payloads are kept"),
+]
+
 
 def parse_ref(ref: str) -> tuple[str, str]:
     """`digits` → latest, `digits:3` → version 3, `digits@production` → that alias."""
@@ -59,6 +72,16 @@ def parse_ref(ref: str) -> tuple[str, str]:
 
 def _options(**given: Any) -> dict[str, Any]:
     return {key: value for key, value in given.items() if value is not None}
+
+
+def monitoring_options(
+    monitor: bool | None, window: int | None, payload_rate: float | None
+) -> dict[str, Any] | None:
+    """The API's `monitoring` object for what was given; None for nothing given."""
+    given: dict[str, Any] = _options(drift=monitor, outliers=monitor, window=window)
+    if payload_rate is not None:
+        given["payloads"] = {"rate": payload_rate}
+    return given or None
 
 
 def _replicas(found: dict[str, Any]) -> str:
@@ -95,8 +118,22 @@ def _print(found: dict[str, Any]) -> None:
     if found.get("grpc_endpoint"):
         console.print(f"  V2 gRPC    {found['grpc_endpoint']} (inference.GRPCInferenceService)")
     console.print(f"  metrics    {found['urls']['metrics']}")
+    if found.get("monitoring"):
+        console.print(f"  monitoring {monitoring_line(found['monitoring'])}")
     if found["message"]:
         console.print(f"  [yellow]{found['message']}[/yellow]")
+
+
+def monitoring_line(monitoring: dict[str, Any]) -> str:
+    watched = [k for k in ("drift", "outliers") if monitoring.get(k)]
+    rate = (monitoring.get("payloads") or {}).get("rate") or 0
+    parts = [f"{' and '.join(watched)} over windows of {monitoring['window']}"] if watched else []
+    if rate:
+        parts.append(f"payloads of {rate:.0%} of requests kept")
+    status = monitoring.get("status") or {}
+    if status.get("state"):
+        parts.append(f"detector {status['state']}")
+    return "; ".join(parts) or "off"
 
 
 def deploy(
@@ -110,6 +147,9 @@ def deploy(
     batch_wait_ms: BatchWait = None,
     gpus: Gpus = None,
     request_log: RequestLog = None,
+    monitor: Monitor = None,
+    window: Window = None,
+    log_payloads: PayloadRate = None,
     port: Annotated[int | None, typer.Option(help="endpoint port; default: a free one")] = None,
     grpc_port: Annotated[
         int | None, typer.Option(help="V2 gRPC endpoint port; default: a free one")
@@ -150,6 +190,7 @@ def deploy(
         port=port,
         grpc_port=grpc_port,
         public=public or None,
+        monitoring=monitoring_options(monitor, window, log_payloads),
         runtime=runtime,
         pip=pip or None,
         explainer=explainer,
@@ -237,6 +278,9 @@ def update(
     batch_wait_ms: BatchWait = None,
     gpus: Gpus = None,
     request_log: RequestLog = None,
+    monitor: Monitor = None,
+    window: Window = None,
+    log_payloads: PayloadRate = None,
     public: Annotated[
         bool | None,
         typer.Option("--public/--private", help="answer without a token, or only with one"),
@@ -272,11 +316,12 @@ def update(
         gpus_per_replica=gpus,
         request_log=request_log,
         public=public,
+        monitoring=monitoring_options(monitor, window, log_payloads),
     )
     if not changes:
         raise typer.BadParameter(
-            "nothing to change: give --version, a scaling option, --public or --private, or "
-            "--canary/--percent/--promote/--rollback"
+            "nothing to change: give --version, a scaling option, --public or --private, "
+            "--monitor, or --canary/--percent/--promote/--rollback"
         )
     with client() as loom:
         found = loom.update_deployment(name, **changes)

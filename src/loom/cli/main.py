@@ -18,6 +18,7 @@ from loom.cli import (
     jobs,
     kubernetes,
     models,
+    monitoring,
     objects,
     pipelines,
     runs,
@@ -85,6 +86,7 @@ app.command()(metrics)
 app.add_typer(users.app, name="users")
 app.add_typer(models.app, name="models")
 app.command()(deployments.deploy)
+monitoring.register(deployments.app)
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(graphs.app, name="graphs")
 app.add_typer(experiments.app, name="experiments")

@@ -103,6 +103,26 @@ def download(
     console.print(f"saved {target}")
 
 
+@app.command("factsheet")
+def factsheet(
+    ref: Annotated[str, typer.Argument(help="MODEL@VERSION (a number, an alias or latest)")],
+    fmt: Annotated[
+        str, typer.Option("--output", "-o", help="markdown (default), json or yaml")
+    ] = "markdown",
+) -> None:
+    """A version's factsheet: provenance, training metrics, evaluations, drift history,
+    owner and deployments."""
+    name, _, version = ref.partition("@")
+    if not name:
+        raise typer.BadParameter(f"{ref!r}: use MODEL@VERSION")
+    with client() as loom:
+        if fmt == "markdown":
+            typer.echo(loom.factsheet(name, version or "latest", markdown=True), nl=False)
+            return
+        found = loom.factsheet(name, version or "latest")
+    emit(Format(fmt), found, lambda _wide: None)
+
+
 @app.command("delete")
 def delete(
     name: str, version: Annotated[str | None, typer.Argument(help="one version only")] = None

@@ -474,6 +474,14 @@ class LoomClient(
         result: dict[str, Any] = self._request("GET", f"/v1/models/{name}/versions/{ref}").json()
         return result
 
+    def factsheet(self, name: str, ref: str = "latest", markdown: bool = False) -> Any:
+        """The version's factsheet: a dict, or (`markdown`) a Markdown document."""
+        params = {"format": "markdown" if markdown else "json"}
+        response = self._request(
+            "GET", f"/v1/models/{name}/versions/{ref}/factsheet", params=params
+        )
+        return response.text if markdown else response.json()
+
     def best_model(self, name: str, metric: str, mode: str = "max") -> dict[str, Any]:
         params = {"metric": metric, "mode": mode}
         result: dict[str, Any] = self._request(
@@ -540,6 +548,36 @@ class LoomClient(
         response = self._request("PATCH", f"/v1/deployments/{name}", json=changes)
         result: dict[str, Any] = response.json()
         return result
+
+    def deployment_drift(
+        self, name: str, limit: int = 100, since: float | None = None
+    ) -> dict[str, Any]:
+        """The deployment's last drift verdict and its windows, newest first."""
+        params: dict[str, Any] = {"limit": limit}
+        if since is not None:
+            params["since"] = since
+        response = self._request("GET", f"/v1/deployments/{name}/drift", params=params)
+        result: dict[str, Any] = response.json()
+        return result
+
+    def deployment_payloads(
+        self,
+        name: str,
+        *,
+        version: int | None = None,
+        limit: int = 100,
+        outliers: bool = False,
+        since: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Logged payloads (a sample), or the requests flagged as outliers, newest first."""
+        params: dict[str, Any] = {"limit": limit, "outliers": outliers}
+        if version is not None:
+            params["version"] = version
+        if since is not None:
+            params["since"] = since
+        response = self._request("GET", f"/v1/deployments/{name}/payloads", params=params)
+        found: list[dict[str, Any]] = response.json()["outliers" if outliers else "payloads"]
+        return found
 
     def delete_deployment(self, name: str) -> None:
         self._request("DELETE", f"/v1/deployments/{name}")

@@ -123,12 +123,16 @@ class PipelineCalls:
         code_zip: bytes | None = None,
         parameters: dict[str, Any] | None = None,
         enabled: bool = True,
+        trigger: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Run a pipeline at each time of `cron` (5 fields or `@daily` and the like, UTC), with
-        the schedule's own copy of its spec, code and parameters: `{id, name, cron,
-        next_run_at, location}`."""
+        """Run a pipeline at each time of `cron` (5 fields or `@daily` and the like, UTC; ""
+        for none), or when `trigger` fires (`{"drift": {"deployment": NAME}}`, `{"new_data":
+        {"url": …}}`), with the schedule's own copy of its spec, code and parameters: `{id,
+        name, cron, next_run_at, location}`."""
         files = _pipeline_parts(pipeline, code_zip, parameters)
-        schedule = {"name": name, "cron": cron, "enabled": enabled}
+        schedule: dict[str, Any] = {"name": name, "cron": cron, "enabled": enabled}
+        if trigger is not None:
+            schedule["trigger"] = trigger
         files["schedule"] = ("schedule.json", json.dumps(schedule), "application/json")
         response = self._request("POST", "/v1/pipelines/schedules", files=files)
         made: dict[str, Any] = response.json()

@@ -10,6 +10,7 @@ from typing import Any
 from loom.domain.errors import PayloadTooLarge
 from loom.domain.manifest import manifest_from_dict
 from loom.lifecycle.workspace import Workspace
+from loom.registry import evaluations
 from loom.registry.models import ModelRegistry
 from loom.settings import Settings
 from loom.store import jobs as job_rows
@@ -36,6 +37,9 @@ def register_model(
         version = registry.register(job, original, results, metrics, model_cap(settings, original))
         if version is not None:
             message += f"; registered model version {version.version}"
+        evaluated = evaluations.record_from(db, job, results)
+        if evaluated:
+            message += f"; recorded evaluations: {', '.join(evaluated)}"
     except PayloadTooLarge as exc:
         message += f"; its model was not registered: {exc.message}"
     except Exception:  # a registry failure must not stop the lifecycle, nor the job

@@ -22,6 +22,7 @@ from loom.pipelines.driver import PipelineDriver
 from loom.pipelines.records import RunRecords, redact
 from loom.pipelines.schedules import Schedules, empty_zip
 from loom.pipelines.steps import StepKinds
+from loom.pipelines.triggers import Triggers
 from loom.registry.models import ModelRegistry
 from loom.serving.deployments import Deployments
 from loom.settings import Settings
@@ -72,7 +73,9 @@ class Pipelines:
         self.records = RunRecords(keys)
         kinds = StepKinds(settings, lifecycle, artifacts, tds, registry, deployments, experiments)
         self.driver = PipelineDriver(db, self.records, kinds, settings.pipeline_interval_s)
-        self.schedules = Schedules(db, artifacts, self.records, self.driver)
+        triggers = Triggers(deployments.drift)
+        self.schedules = Schedules(db, artifacts, self.records, self.driver, triggers)
+        self.schedules.host_roots = list(settings.host_mount_roots)
 
     def check(
         self, text: bytes | str, parameters: dict[str, Any] | None, owner_id: str = ""

@@ -44,10 +44,12 @@ from loom.serving.code import (
     transformer_dir,
 )
 from loom.serving.deployment_view import described
+from loom.serving.drift import DriftHistory
 from loom.serving.environment import serving_env
 from loom.serving.formats import MAX_MLMODEL, NotServable, model_file, zip_entries
 from loom.serving.graph_deployments import graph_members, refuse_if_a_step
 from loom.serving.keys import DeploymentAccess
+from loom.serving.monitoring import REFERENCE_FILE, DetectorRuntime, Monitoring
 from loom.serving.replicas import free_port
 from loom.serving.scaling import Scaling, columns, columns_of
 from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
@@ -73,9 +75,12 @@ class Deployments:
         unconfined: str | None = None,
         gpus: list[int] | None = None,
         sources: Sources | None = None,
+        detector: DetectorRuntime | None = None,
     ) -> None:
         self.db = db
         self.sources = sources or Sources(root=home / "environments")
+        self.detector = detector or DetectorRuntime()  # how gateways run drift detectors
+        self.drift = DriftHistory(db)
         self.gpus = gpus or []  # the GPUs of this machine replicas may be pinned to
         self.unconfined = unconfined  # why replicas could not be sandboxed here: none are made
         self.ray = ray  # (address, namespace): replicas on that Ray cluster's nodes
@@ -103,6 +108,7 @@ class Deployments:
         *,
         public: bool = False,
         grpc_port: int | None = None,
+        monitoring: Monitoring | None = None,
         code: Code | None = None,
     ) -> dict[str, Any]:
         code = (code or Code()).checked()
@@ -113,6 +119,7 @@ class Deployments:
             )
         scaling = scaling.checked(self._gpu_count())
         version = self.registry.version(owner, model, ref)
+        _has_reference(version, monitoring)
         now = time.time()
         with self._lock, self.db.session() as session:
             taken = session.scalars(
@@ -131,6 +138,7 @@ class Deployments:
                 created_at=now,
                 updated_at=now,
                 public=public,
+                monitoring=monitoring.as_dict() if monitoring and monitoring.active else None,
                 runtime=code.runtime,
                 pip=code.pip or None,
                 explainer=code.explainer,
@@ -184,6 +192,7 @@ class Deployments:
         *,
         public: bool | None = None,
         canary: CanaryChange | None = None,
+        monitoring: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """New scaling, batching or model version; the gateway rolls replicas over without
         dropping a request. Made public or private, it answers accordingly within a second.
@@ -205,6 +214,12 @@ class Deployments:
                     self._materialize(row, version)
             if public is not None:
                 row.public = public
+            if monitoring is not None:
+                changed = (Monitoring.of(row.monitoring) or Monitoring()).changed(monitoring)
+                _has_reference(
+                    self.registry.version(owner, row.model_name, str(row.model_version)), changed
+                )
+                row.monitoring = changed.as_dict() if changed.active else None
             if canary is not None:
                 if ref is not None:
                     raise InvalidInput(
@@ -261,6 +276,10 @@ class Deployments:
                 if version is None or version in (r.model_version, r.canary_version)
             ]
 
+    def folder_of(self, owner: str, name: str) -> Path:
+        """The deployment's folder (its payload log), for its owner."""
+        return self.folder(self._row(owner, name))
+
     def _row(self, owner: str, name: str, session: Session | None = None) -> Deployment:
         query = select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
         found: Deployment | None
@@ -308,7 +327,13 @@ class Deployments:
         endpoint = f"{scheme}://{_display(self.host)}:{row.port}"
         message = status.get("message") or ("" if alive else self._gateway_tail(row))
         grpc = f"{_display(self.host)}:{row.grpc_port}" if row.grpc_port else None
-        return described(row, status, state, redact_paths(message), endpoint, grpc)
+        view = described(row, status, state, redact_paths(message), endpoint, grpc)
+        view["monitoring"] = (
+            {**row.monitoring, "status": _monitor_status(status.get("monitoring"))}
+            if row.monitoring
+            else None
+        )
+        return view
 
     # -- processes ---------------------------------------------------------------------------
     def folder(self, row: Deployment) -> Path:
@@ -377,6 +402,10 @@ class Deployments:
             ray_address=self.ray[0] if self.ray else "",
             ray_namespace=self.ray[1] if self.ray else "loom",
             gpu_ids=[] if self.ray else list(self.gpus),
+            monitoring=row.monitoring,
+            monitor_python=self.detector.python,
+            monitor_environment=self.detector.environment,
+            monitor_start_timeout_s=self.detector.start_timeout_s,
             runtime=row.runtime or "",
             explainer=row.explainer or "",
             transformer_dir=transformer,
@@ -479,6 +508,8 @@ class Deployments:
         now = time.monotonic()
         for row in rows:
             self._sync_access(row)
+            if row.monitoring:
+                self._take_drift(row)
             with self._lock:
                 if self._alive(row):
                     self._retries.pop(row.id, None)
@@ -515,6 +546,12 @@ class Deployments:
                 self._write_spec(row)
                 self._signal(row, signal.SIGTERM)
 
+    def _take_drift(self, row: Deployment) -> None:
+        try:
+            self.drift.ingest(row, self.folder(row))
+        except Exception:  # one deployment's bad file is not every one's
+            log.exception("deployment %s: drift windows not taken in", row.name)
+
     def _sync_access(self, row: Deployment) -> None:
         """Keys or the owner's tokens may have changed since the last tick."""
         if not self.folder(row).is_dir():
@@ -527,6 +564,28 @@ class Deployments:
     def _exists(self, deployment_id: str) -> bool:
         with self.db.session() as session:
             return session.get(Deployment, deployment_id) is not None
+
+
+def _monitor_status(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The detector's status as its gateway wrote it, its message without the server's paths
+    (it may quote the detector's log)."""
+    if not status:
+        return status
+    return {**status, "message": redact_paths(str(status.get("message") or ""))}
+
+
+def _has_reference(version: ModelVersion, monitoring: Monitoring | None) -> None:
+    """Drift and outliers are judged against the version's reference data: refuse to watch a
+    version that has none, saying how to give it one."""
+    if monitoring is None or not monitoring.detects:
+        return
+    if not any(entry["path"] == REFERENCE_FILE for entry in version.files):
+        what = "drift" if monitoring.drift else "outliers"
+        raise InvalidInput(
+            f"monitoring.{what}: version {version.version} has no reference data "
+            f"({REFERENCE_FILE}); call tracking.save_reference(X) in the training script",
+            field=f"monitoring.{what}",
+        )
 
 
 @contextlib.contextmanager

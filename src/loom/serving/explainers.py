@@ -12,6 +12,8 @@ explanation per instance, its attributions shaped as the instance.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,32 +46,51 @@ class CaptumExplainer:
         return await asyncio.to_thread(self._explain, inputs[self.input])
 
     def _explain(self, x: np.ndarray[Any, Any]) -> dict[str, Any]:
-        import torch
-        from captum.attr import FeatureAblation
+        def score(batch: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+            return np.asarray(self.runtime.infer({self.input: batch.astype(x.dtype)})[self.output])
 
-        scores = np.asarray(self.runtime.infer({self.input: x})[self.output])
-        classes = scores.ndim == 2 and scores.shape[1] > 1
-        targets = scores.argmax(axis=1) if classes else None
-
-        def forward(batch: torch.Tensor) -> torch.Tensor:
-            found = self.runtime.infer({self.input: batch.numpy().astype(x.dtype, copy=False)})
-            answer = np.asarray(found[self.output], dtype=np.float64)
-            return torch.from_numpy(answer.reshape(len(answer), -1))
-
-        attributions = FeatureAblation(forward).attribute(
-            torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64)),
-            target=torch.from_numpy(targets) if targets is not None else 0,
-            baselines=0.0,
-            perturbations_per_eval=BATCH,
-        )
+        found = ablation(score, x)
         explanations = [
             {
-                "target": int(targets[i]) if targets is not None else None,
-                "score": float(scores[i, targets[i]])
-                if targets is not None
-                else float(np.ravel(scores[i])[0]),
-                "attributions": attributions[i].tolist(),
+                "target": int(found.targets[i]) if found.targets is not None else None,
+                "score": float(found.scores[i, found.targets[i]])
+                if found.targets is not None
+                else float(np.ravel(found.scores[i])[0]),
+                "attributions": found.attributions[i].tolist(),
             }
             for i in range(len(x))
         ]
         return {"explanations": explanations, "method": METHOD, "baseline": 0.0}
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """What feature ablation found of a batch: each value's attribution (shaped as the batch),
+    the model's scores, and the class explained per instance (None: one score each)."""
+
+    attributions: np.ndarray[Any, Any]
+    scores: np.ndarray[Any, Any]
+    targets: np.ndarray[Any, Any] | None
+
+
+def ablation(score: Callable[[np.ndarray[Any, Any]], Any], x: np.ndarray[Any, Any]) -> Ablation:
+    """Captum's feature ablation of `x` under `score` (a batch → its scores): the served
+    model's `:explain`, and `loom.evaluation.explanations(method="captum")`."""
+    import torch
+    from captum.attr import FeatureAblation
+
+    scores = np.asarray(score(x))
+    classes = scores.ndim == 2 and scores.shape[1] > 1
+    targets = scores.argmax(axis=1) if classes else None
+
+    def forward(batch: torch.Tensor) -> torch.Tensor:
+        answer = np.asarray(score(batch.numpy()), dtype=np.float64)
+        return torch.from_numpy(answer.reshape(len(answer), -1))
+
+    attributions = FeatureAblation(forward).attribute(
+        torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64)),
+        target=torch.from_numpy(targets) if targets is not None else 0,
+        baselines=0.0,
+        perturbations_per_eval=BATCH,
+    )
+    return Ablation(attributions.numpy(), scores, targets)

@@ -48,6 +48,7 @@ from loom.serving.http1 import (
     MessageReader,
     encode_response,
 )
+from loom.serving.monitor import Monitor
 from loom.serving.observe import Histogram, RequestLog
 from loom.serving.replica_envs import EnvironmentFailed, ReplicaEnvironments
 from loom.serving.replicas import (
@@ -105,6 +106,7 @@ class Gateway:
         self.message = ""
         self.stopping = asyncio.Event()
         self.log = RequestLog(folder / "requests.jsonl") if spec.request_log else None
+        self.monitor = Monitor.of(folder, spec)
         self.access = AccessList(folder / ACCESS)
         self.access.refresh(force=True)
         self.tls: ssl.SSLContext | None = None
@@ -189,7 +191,7 @@ class Gateway:
         started = time.monotonic()
         self.inflight += 1
         self.autoscaler.started(started)
-        status, replica_id = 502, None
+        status, replica_id, version = 502, None, None
         entered = False
         try:
             await self.admission.enter()
@@ -203,7 +205,7 @@ class Gateway:
                 response, replica = await self.send(request, started)
             status = response.status
             if replica is not None:
-                replica_id = replica.id
+                replica_id, version = replica.id, replica.version
                 key = (replica.version, status)
                 self.by_version[key] = self.by_version.get(key, 0) + 1
         except Busy as exc:
@@ -234,6 +236,8 @@ class Gateway:
                 request=request.body,
                 response=response.body,
             )
+        if self.monitor is not None:
+            self.monitor.observe(request, response, status, version, elapsed * 1000)
         return response
 
     async def route(self, request: Message) -> Message:
@@ -489,6 +493,8 @@ class Gateway:
                     print(f"status not written: {exc}", file=sys.stderr, flush=True)
             if self.log is not None:
                 self.log.flush()
+            if self.monitor is not None:
+                self.monitor.tick()
             await asyncio.sleep(TICK_S)
 
     def reload(self) -> None:
@@ -511,11 +517,28 @@ class Gateway:
         elif not self.spec.request_log and self.log is not None:
             self.log.close()
             self.log = None
+        self.background(self._remonitor())
+
+    async def _remonitor(self) -> None:
+        """A new detector (and payload log) for new monitoring settings or versions."""
+        old = self.monitor
+        new = self.spec
+        if old is not None and _watched(old.spec) == _watched(new):
+            old.spec = new
+            return
+        self.monitor = None
+        if old is not None:
+            await old.stop()
+        self.monitor = Monitor.of(self.folder, self.spec)
+        if self.monitor is not None:
+            self.monitor.start()
 
     async def shutdown(self) -> None:
         self.stopping.set()
         await asyncio.gather(*(r.drain(self.spec.drain_timeout_s) for r in list(self.replicas)))
         self.replicas.clear()
+        if self.monitor is not None:
+            await self.monitor.stop()
         self.environments.release()
         with contextlib.suppress(OSError):  # the folder may be gone with the deployment
             write_atomic(self.folder / STATUS, {**self.status(), "updated_at": time.time()})
@@ -523,10 +546,18 @@ class Gateway:
             self.log.close()
 
     def status(self) -> dict[str, Any]:
-        return gateway_metrics.status(self)
+        return {
+            **gateway_metrics.status(self),
+            "monitoring": self.monitor.status() if self.monitor is not None else None,
+        }
 
     async def prometheus(self) -> bytes:
         return await gateway_metrics.prometheus(self)
+
+
+def _watched(spec: DeploymentSpec) -> tuple[object, ...]:
+    """What a monitor is made for: a change of it starts a new one."""
+    return (spec.monitoring, spec.model_dir, spec.canary_model_dir, spec.canary_version)
 
 
 def _answer(status: int, body: bytes) -> Message:
@@ -570,6 +601,8 @@ async def run(folder: Path) -> None:
     scheme = "https" if gateway.tls else "http"
     grpc_at = f" and gRPC {spec.host}:{gateway.grpc_port}" if grpc_server else ""
     print(f"deployment {spec.name!r} at {scheme}://{spec.host}:{gateway.port}{grpc_at}", flush=True)
+    if gateway.monitor is not None:
+        gateway.monitor.start()
     control = asyncio.create_task(gateway.control())
     await gateway.stopping.wait()
     server.close()

@@ -63,6 +63,8 @@ async def prometheus(gateway: Gateway) -> bytes:
         _counter("loom_deployment_replica_restarts", "Replicas replaced", name, gateway.restarts),
         _gauge("loom_deployment_cold_start_seconds", "The last cold start", name, last),
     ]
+    if gateway.monitor is not None:
+        own.extend(gateway.monitor.families(name))
     if gateway.router is not None:  # a graph: each node's steps, timed
         steps = sorted(gateway.router.latency.items())
         own.append(histogram(

@@ -59,6 +59,11 @@ class DeploymentSpec:
     sandbox: dict[str, Any] | None = None  # how replicas are confined; None: they are not
     ray_address: str = ""  # replicas on this Ray cluster's nodes; "": processes here
     ray_namespace: str = "loom"
+    # drift, outliers and payloads (`monitoring.Monitoring`, the API's shape); None: off
+    monitoring: dict[str, Any] | None = None
+    monitor_environment: dict[str, Any] | None = None  # the detector's, built by the gateway
+    monitor_python: str = ""  # or an interpreter that has the detector's packages
+    monitor_start_timeout_s: float = 900.0  # not ready by then: failing, started again
     # serving code: the runtime asked for, the built-in explainer, the transformer's folder,
     # and the environment (a builder's section) of each folder replicas serve that needs one
     runtime: str = ""

@@ -373,6 +373,10 @@ class PipelineSchedule(Base):
     last_run_at: Mapped[float | None] = mapped_column(Float)
     runs: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[float] = mapped_column(Float)
+    # fire on an event rather than (or besides) the cron (`loom.pipelines.triggers`): the
+    # trigger as asked, and what it has seen so far
+    trigger: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    trigger_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class PipelineTask(Base):
@@ -438,6 +442,56 @@ class Deployment(Base):
     explainer: Mapped[str | None] = mapped_column(String(30))
     transformer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     graph: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # drift and outlier detection, payload logging (`loom.serving.monitoring`); None: off
+    monitoring: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class DriftWindow(Base):
+    """One window of a deployment's requests as its detector judged it against the version's
+    reference data. Kept after the deployment goes: it is the model version's drift history."""
+
+    __tablename__ = "drift_windows"
+    __table_args__ = (
+        UniqueConstraint("deployment_id", "window_key"),
+        Index("ix_drift_windows_model", "owner_id", "model_name", "model_version"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    deployment_id: Mapped[str] = mapped_column(String(40))
+    window_key: Mapped[str] = mapped_column(String(80))  # the gateway's: once per window
+    owner_id: Mapped[str] = mapped_column(String(40))
+    deployment: Mapped[str] = mapped_column(String(63))
+    model_name: Mapped[str] = mapped_column(String(200))
+    model_version: Mapped[int] = mapped_column(Integer)
+    at: Mapped[float] = mapped_column(Float, index=True)  # when the window closed
+    since: Mapped[float] = mapped_column(Float)  # its first request
+    drift: Mapped[bool] = mapped_column(Boolean)
+    score: Mapped[float] = mapped_column(Float)
+    p_value: Mapped[float] = mapped_column(Float)
+    size: Mapped[int] = mapped_column(Integer)
+    outliers: Mapped[int] = mapped_column(Integer)
+    features: Mapped[list[str]] = mapped_column(JSON)  # the features that drifted
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)  # per feature, the test, thresholds
+
+
+class ModelEvaluation(Base):
+    """What an evaluation (accuracy, fairness, robustness, explanations) found of a model
+    version, recorded from the job that ran it."""
+
+    __tablename__ = "model_evaluations"
+    __table_args__ = (
+        UniqueConstraint("job_id", "model_id", "version", "kind"),
+        Index("ix_model_evaluations_version", "model_id", "version"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(40))
+    job_id: Mapped[str] = mapped_column(String(40))
+    lineage: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the run and step, if any
+    results: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 class DeploymentKey(Base):

@@ -12,9 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
+from loom.api.routers.monitoring import MonitoringIn
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
 from loom.serving.code import Code
+from loom.serving.monitoring import Monitoring
 from loom.serving.scaling import Scaling
 from loom.serving.tryout import metadata, stats, try_request
 
@@ -55,6 +57,7 @@ class DeploymentIn(ScalingIn):
         default=None, description="the V2 gRPC endpoint's port; default: a free one"
     )
     public: bool = Field(default=False, description="answer without a token")
+    monitoring: MonitoringIn | None = None
     runtime: Annotated[str, Field(max_length=30)] | None = Field(
         default=None,
         description="serve the version with this runtime (kserve, onnx, torchscript, pyfunc, "
@@ -88,6 +91,7 @@ class DeploymentPatch(ScalingIn):
     canary_percent: Annotated[float, Field(ge=0, le=100)] | None = None
     promote: bool = Field(default=False, description="the canary becomes the version served")
     rollback: bool = Field(default=False, description="the canary is removed")
+    monitoring: MonitoringIn | None = None
 
     def canary_change(self) -> CanaryChange | None:
         given = self.canary is not None or self.canary_percent is not None
@@ -120,6 +124,7 @@ def create(body: DeploymentIn, loom: PlatformDep, user: UserDep, audit: AuditDep
         body.port,
         public=body.public,
         grpc_port=body.grpc_port,
+        monitoring=Monitoring().changed(body.monitoring.given()) if body.monitoring else None,
         code=body.code(),
     )
     extra = {"runtime": body.runtime, "transformer": bool(body.transformer)}
@@ -146,7 +151,10 @@ def update(
     changes = body.scaling()
     ref = None if body.version is None else str(body.version)
     canary = body.canary_change()
-    view = loom.deployments.update(user.id, name, changes, ref, public=body.public, canary=canary)
+    monitoring = body.monitoring.given() if body.monitoring is not None else None
+    view = loom.deployments.update(
+        user.id, name, changes, ref, public=body.public, canary=canary, monitoring=monitoring
+    )
     said = {} if canary is None else {"canary": _said(canary)}
     audit("deployment.update", name, version=ref, public=body.public, **changes, **said)
     return shown(view)

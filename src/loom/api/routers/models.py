@@ -9,7 +9,7 @@ import zipfile
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
@@ -19,6 +19,7 @@ from loom.api.openapi import ZIP
 from loom.api.platform import Platform
 from loom.api.schemas import PRINTABLE, iso
 from loom.domain.errors import Conflict
+from loom.registry.factsheet import factsheet, markdown
 from loom.registry.models import ModelSummary
 from loom.store.tables import ModelVersion
 
@@ -101,6 +102,22 @@ def show_version(name: str, ref: str, loom: PlatformDep, user: UserDep) -> dict[
     """A version by number, alias or `latest`."""
     version = loom.registry.version(user.id, name, ref)
     return version_json(version, name, loom.registry.summary(user.id, name).aliases, user.name)
+
+
+@router.get("/{name}/versions/{ref}/factsheet", response_model=None)
+def show_factsheet(
+    name: str,
+    ref: str,
+    loom: PlatformDep,
+    user: UserDep,
+    fmt: Annotated[str, Query(alias="format", pattern="^(json|markdown)$")] = "json",
+) -> dict[str, Any] | PlainTextResponse:
+    """The version's factsheet: provenance, training metrics, evaluations, drift history,
+    owner and deployments; `?format=markdown` for a document."""
+    sheet = factsheet(loom.registry, user.id, user.name, name, ref)
+    if fmt == "markdown":
+        return PlainTextResponse(markdown(sheet), media_type="text/markdown; charset=utf-8")
+    return {**sheet, "created_at": iso(sheet["created_at"])}
 
 
 @router.get("/{name}/versions/{ref}/download", response_class=FileResponse, responses=ZIP)

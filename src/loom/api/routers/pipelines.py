@@ -229,8 +229,12 @@ class ScheduleChange(BaseModel):
 class ScheduleFields(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     name: Annotated[str, Field(min_length=1, max_length=63)]
-    cron: Annotated[str, Field(min_length=1, max_length=200)]
+    cron: Annotated[str, Field(max_length=200)] = ""
     enabled: bool = True
+    trigger: dict[str, Any] | None = Field(
+        default=None,
+        description="{drift: {deployment, cooldown_s}} or {new_data: {url, connection, poll_s}}",
+    )
 
 
 def schedule_json(schedule: PipelineSchedule) -> dict[str, Any]:
@@ -246,6 +250,8 @@ def schedule_json(schedule: PipelineSchedule) -> dict[str, Any]:
         "last_run_at": iso(schedule.last_run_at),
         "runs": schedule.runs,
         "created_at": iso(schedule.created_at),
+        "trigger": schedule.trigger,
+        "triggered_by": (schedule.trigger_state or {}).get("reason"),
     }
 
 
@@ -259,7 +265,9 @@ async def schedule(
     text, code, more = await spec_code_and(request, loom.settings, "pipeline", parts)
     fields = _object(more["schedule"], "schedule")
     if fields is None:
-        raise InvalidInput("schedule: the part {name, cron} is required", field="schedule")
+        raise InvalidInput(
+            "schedule: the part {name, cron} (or {name, trigger}) is required", field="schedule"
+        )
     try:
         wanted = ScheduleFields.model_validate(fields)
     except ValidationError as exc:
@@ -273,7 +281,7 @@ async def schedule(
     await _check_code(loom, code)
     made = await anyio.to_thread.run_sync(
         lambda: loom.pipelines.schedules.create(
-            user, wanted.name, wanted.cron, checked, code, wanted.enabled
+            user, wanted.name, wanted.cron, checked, code, wanted.enabled, wanted.trigger
         )
     )
     audit("pipeline.schedule", made.id, name=made.name)
