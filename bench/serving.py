@@ -66,6 +66,9 @@ INFER = f"/v2/models/{NAME}/infer"
 SIZES = (1, 64)  # samples per request
 AIM_SPEEDUP = 3.0  # Loom req/s over MLServer's, at equal or better p99
 AIM_CEILING = 0.6  # Loom samples/s at 64-sample requests over in-process batch-64
+AIM_DEPLOYMENT = 0.9  # the deployment's req/s over the direct server's, 1-sample requests
+AIM_TAIL = 5.0  # p99 ÷ p50, every row
+AIM_BATCHING = {1: 5.0, 64: 2.0}  # Loom direct ÷ best MLServer, batching on both, 16+ conns
 TOKEN = "loom_bench-token"  # sent to every server; only the deployment's gateway checks it
 CEILING = "onnxruntime in-process"
 LOOM = "Loom"  # the direct server's rows
@@ -773,6 +776,66 @@ def p99_over_p50(protocols: dict[str, list[Row]], connections: int) -> list[list
     return [[*key, *(cell(rows, key) for rows in protocols.values())] for key in keys]
 
 
+def aims(protocols: dict[str, list[Row]], levels: list[int]) -> list[list[str]]:
+    """Each aim with its figure: the deployment against the direct server and MLServer's best
+    (1-sample requests, batching off), the worst p99/p50 of each system, and batching against
+    MLServer's batching at 16 connections and more."""
+    out = []
+
+    def row(rows: list[Row], system: str, batching: str, size: int, conc: int) -> Row | None:
+        key = (system, batching, size, conc)
+        return next((r for r in rows if (r.system, r.batching, r.samples, r.concurrency) == key),
+                    None)  # fmt: skip
+
+    def best_peer(rows: list[Row], batching: str | None, size: int, conc: int) -> Row | None:
+        peers = [
+            r
+            for r in rows
+            if r.role == "peer"
+            and (r.samples, r.concurrency) == (size, conc)
+            and (batching is None or (r.batching == "off") == (batching == "off"))
+        ]
+        return max(peers, key=lambda r: r.load.rps) if peers else None
+
+    for name, rows in protocols.items():
+        for conc in levels:
+            ours, direct = row(rows, DEPLOYMENT, "off", 1, conc), row(rows, LOOM, "off", 1, conc)
+            if ours and direct and direct.load.rps:
+                share = ours.load.rps / direct.load.rps
+                out.append([f"{name}: deployment ≥ {AIM_DEPLOYMENT:.0%} of direct, {conc} conn",
+                            f"{share:.0%}", _met(share >= AIM_DEPLOYMENT)])  # fmt: skip
+            peer = best_peer(rows, None, 1, conc)
+            if ours and peer and peer.load.rps:
+                ratio = ours.load.rps / peer.load.rps
+                out.append([f"{name}: deployment ≥ {AIM_SPEEDUP:.0f}x best MLServer, {conc} conn",
+                            f"{ratio:.2f}x", _met(ratio >= AIM_SPEEDUP)])  # fmt: skip
+        for system in dict.fromkeys(r.system for r in rows if r.role == "loom"):
+            mine = [r for r in rows if r.system == system and r.load.p50_ms]
+            worst = max(mine, key=lambda r: r.load.p99_ms / r.load.p50_ms, default=None)
+            if worst is not None:
+                tail = worst.load.p99_ms / worst.load.p50_ms
+                where = (
+                    f"{worst.samples} samples, {worst.concurrency} conn, batching {worst.batching}"
+                )
+                out.append([f"{name}: {system} p99 ≤ {AIM_TAIL:g}x p50, worst row",
+                            f"{tail:.1f} ({where})", _met(tail <= AIM_TAIL)])  # fmt: skip
+        for size, aim in AIM_BATCHING.items():
+            for conc in (c for c in levels if c >= 16):
+                ours = next((r for r in rows if r.system == LOOM and r.batching != "off"
+                             and (r.samples, r.concurrency) == (size, conc)), None)  # fmt: skip
+                peer = best_peer(rows, "on", size, conc)
+                if ours and peer and peer.load.rps:
+                    ratio = ours.load.rps / peer.load.rps
+                    out.append([f"{name}: batching, direct ≥ {aim:g}x best batching MLServer, "
+                                f"{size} samples, {conc} conn", f"{ratio:.2f}x",
+                                _met(ratio >= aim)])  # fmt: skip
+    return out
+
+
+def _met(yes: bool) -> str:
+    return "yes" if yes else "no"
+
+
 def summary(measured: Measured, levels: list[int]) -> str:
     """For 1-sample requests, REST and gRPC apart: the deployment against the direct server,
     both against MLServer's best, and p99/p50 at the highest concurrency."""
@@ -785,6 +848,10 @@ def summary(measured: Measured, levels: list[int]) -> str:
               "fastest row under that load", [name, *heads], comparisons(rows, levels))
         for name, rows in protocols.items()
     ]  # fmt: skip
+    blocks.append(
+        table("summary, the aims (issue 38) against this run", ["aim", "figure", "met"],
+              aims(protocols, levels))
+    )  # fmt: skip
     top = max(levels)
     blocks.append(
         table(
