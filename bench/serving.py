@@ -72,7 +72,8 @@ AIM_BATCHING = {1: 5.0, 64: 2.0}  # Loom direct ÷ best MLServer, batching on bo
 TOKEN = "loom_bench-token"  # sent to every server; only the deployment's gateway checks it
 CEILING = "onnxruntime in-process"
 LOOM = "Loom"  # the direct server's rows
-DEPLOYMENT = "Loom deployment (gateway + 1)"
+DEPLOYMENT = "Loom deployment (HAProxy + gateway + 1)"
+GATEWAY_ONLY = "Loom deployment (gateway alone + 1)"  # the data path before HAProxy
 PROTOCOLS = ("rest", "grpc")
 
 
@@ -365,12 +366,13 @@ def loom(model: Path, pin: Pinning, batching: Batching | None, grpc: bool = Fals
 
 
 def loom_deployment(
-    model: Path, pin: Pinning, batching: Batching | None, grpc: bool = False
+    model: Path, pin: Pinning, batching: Batching | None, grpc: bool = False, proxy: bool = True
 ) -> Server:
-    """A Loom deployment as the platform runs one: the gateway with one replica behind it on a
-    unix socket, private (the gateway checks each request's token, over REST and gRPC); the
-    gateway inherits the pinning and so does its replica. With `grpc`, the gateway serves a
-    gRPC endpoint too (the deployment's grpc_endpoint), on a free port."""
+    """A Loom deployment as the platform runs one: HAProxy steered by the gateway (with
+    `proxy`; else the gateway alone, the data path before it) with one replica behind it on a
+    unix socket, private (each request's token checked, over REST and gRPC); the gateway
+    inherits the pinning and so do HAProxy and the replica. With `grpc`, the deployment serves
+    a gRPC endpoint too (its grpc_endpoint), on a free port."""
     from loom.domain.accounts import hash_token
     from loom.serving.access import ACCESS, render
     from loom.serving.spec import DeploymentSpec
@@ -391,11 +393,13 @@ def loom_deployment(
             max_replicas=1,
             batch_size=batching.size if batching else 1,
             batch_wait_ms=batching.wait_ms if batching else 0.0,
+            proxy="haproxy" if proxy else "",
         ).write(folder)
         write_private(folder / ACCESS, render(False, {hash_token(TOKEN): "token"}))
         return [*pin.prefix(pin.server), sys.executable, "-m", "loom.serving.gateway", str(folder)]
 
-    return process_server(DEPLOYMENT, batching is not None, "loom", launch, grpc_port(ports))
+    system = DEPLOYMENT if proxy else GATEWAY_ONLY
+    return process_server(system, batching is not None, "loom", launch, grpc_port(ports))
 
 
 def mlserver(
@@ -429,6 +433,8 @@ def servers(args: argparse.Namespace, model: Path, pin: Pinning) -> list[Server]
     found = [loom(model, pin, None, grpc), *([loom(model, pin, batching)] if rest else [])]
     found += [loom_deployment(model, pin, None, grpc)]
     found += [loom_deployment(model, pin, batching)] if rest else []
+    if not args.skip_gateway_only:
+        found += [loom_deployment(model, pin, None, grpc, proxy=False)]
     workers = [] if args.skip_mlserver else [0] if args.skip_mlserver_workers else [0, 1]
     for count in workers:
         if rest or count == 0:
@@ -740,9 +746,14 @@ def comparisons(rows: list[Row], levels: list[int]) -> list[list[str]]:
         ["deployment req/s ÷ Loom direct"]
         + [ratio(find(DEPLOYMENT, c), find(LOOM, c), ".0%") for c in levels]
     ]
+    if any(find(GATEWAY_ONLY, c) for c in levels):
+        out.append(
+            ["  the same, gateway alone (before HAProxy)"]
+            + [ratio(find(GATEWAY_ONLY, c), find(LOOM, c), ".0%") for c in levels]
+        )
+    labels = {LOOM: "Loom direct", DEPLOYMENT: "Loom deployment", GATEWAY_ONLY: "gateway alone"}
     if any(best_peer(c) for c in levels):
-        for system in (LOOM, DEPLOYMENT):
-            label = "Loom direct" if system == LOOM else "Loom deployment"
+        for system, label in labels.items():
             out.append(
                 [f"{label} ÷ best MLServer"]
                 + [ratio(find(system, c), best_peer(c), ".2f") for c in levels]
@@ -948,6 +959,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--skip-mlserver-workers", action="store_true", help="no parallel_workers=1 rows"
     )
     parser.add_argument("--no-pin", action="store_true", help="no taskset pinning")
+    parser.add_argument(
+        "--skip-gateway-only",
+        action="store_true",
+        help="no rows for a deployment served by its gateway alone (without HAProxy)",
+    )
     parser.add_argument(
         "--protocols",
         default="rest,grpc",

@@ -235,6 +235,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         unconfined=isolation.replicas_unconfined,
         gpus=serving_gpus(settings),
         sources=sources_of(settings),
+        proxy=settings.serving_proxy,
     )
     server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
     leadership = Leadership(

@@ -73,8 +73,10 @@ class Deployments:
         unconfined: str | None = None,
         gpus: list[int] | None = None,
         sources: Sources | None = None,
+        proxy: str = "",
     ) -> None:
         self.db = db
+        self.proxy = "" if proxy == "off" else proxy  # the data path gateways put in front
         self.sources = sources or Sources(root=home / "environments")
         self.gpus = gpus or []  # the GPUs of this machine replicas may be pinned to
         self.unconfined = unconfined  # why replicas could not be sandboxed here: none are made
@@ -383,6 +385,7 @@ class Deployments:
             environments=environments_of(row, self.sources, *(p for p in served if p.is_dir())),
             graph=row.graph,
             graph_members=graph_members(self, row),
+            proxy=self.proxy,
             **columns_of(row),
         )
 
@@ -558,4 +561,7 @@ def _bindable(host: str, port: int) -> bool:
 
 def _platform_part(spec: DeploymentSpec) -> tuple[object, ...]:
     """What of a gateway's spec the platform's settings decide, rather than the deployment."""
-    return (spec.host, spec.grpc_port, spec.certfile, spec.keyfile, spec.sandbox, spec.gpu_ids)
+    return (
+        spec.host, spec.grpc_port, spec.certfile, spec.keyfile, spec.sandbox, spec.gpu_ids,
+        spec.proxy,
+    )  # fmt: skip

@@ -48,16 +48,14 @@ async def prometheus(gateway: Gateway) -> bytes:
     for state in ("ready", "starting", "draining", "desired"):
         replicas.add_metric([name, state], status["replicas"][state])
     last = gateway.cold_starts[-1] if gateway.cold_starts else 0.0
+    inflight, waiting = gateway.load()
     own = [
         requests,
         versions,
         latency,
-        _gauge("loom_deployment_inflight_requests", "Requests in flight", name, gateway.inflight),
+        _gauge("loom_deployment_inflight_requests", "Requests in flight", name, inflight),
         _gauge(
-            "loom_deployment_waiting_requests",
-            "Requests in line for a free replica",
-            name,
-            gateway.admission.waiting,
+            "loom_deployment_waiting_requests", "Requests in line for a free replica", name, waiting
         ),
         replicas,
         _counter("loom_deployment_replica_restarts", "Replicas replaced", name, gateway.restarts),
@@ -140,8 +138,8 @@ def status(gateway: Gateway) -> dict[str, Any]:
             for r in sorted(gateway.replicas, key=lambda r: r.id)
         ],
         "keys_used": dict(gateway.access.used),
-        "inflight": gateway.inflight,
-        "waiting": gateway.admission.waiting,
+        "inflight": gateway.load()[0],
+        "waiting": gateway.load()[1],
         "requests": sum(gateway.requests.values()),
         "restarts": gateway.restarts,
         "cold_starts": len(gateway.cold_starts),
