@@ -238,6 +238,7 @@ async def _a_replica_taken_out_gets_nothing_new_and_none_sends_to_the_gateway(
 async def _logged(setup: Setup, count: int) -> None:
     """Wait until the proxy's log has counted `count` requests."""
     for _ in range(100):
+        setup.proxy.read_log()  # the gateway's tick does this
         if sum(setup.gateway.requests.values()) >= count:
             return
         await asyncio.sleep(0.05)

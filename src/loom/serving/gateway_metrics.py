@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 async def prometheus(gateway: Gateway) -> bytes:
     """The deployment's own metrics, then its ready replicas' (labelled with the replica)."""
     name = gateway.spec.name
+    if gateway.front is not None:  # HAProxy's log lines not yet counted
+        gateway.front.read_log()
     requests = CounterMetricFamily(
         "loom_deployment_requests",
         "Requests the deployment answered, by status code",
