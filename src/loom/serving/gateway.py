@@ -50,7 +50,7 @@ from loom.serving.http1 import (
     encode_response,
 )
 from loom.serving.observe import Histogram, RequestLog
-from loom.serving.proxy import Proxy, unproxied
+from loom.serving.proxy import Proxy
 from loom.serving.replica_envs import EnvironmentFailed, ReplicaEnvironments
 from loom.serving.replicas import (
     Generation,
@@ -117,6 +117,7 @@ class Gateway:
         self.environments = ReplicaEnvironments(folder, self._building)
         self.router = GraphRouter(Graph.from_json(spec.graph)) if spec.graph else None
         self.front: Proxy | None = None  # the compiled data path, when it carries requests
+        self.unproxied = ""  # why the gateway answers every request itself, when it does
 
     def _building(self, news: str) -> None:
         """The environment build's progress, in the status (from the builder's thread)."""
@@ -577,7 +578,7 @@ async def run(folder: Path) -> None:
     loop.add_signal_handler(signal.SIGHUP, gateway.reload)
     scheme = "https" if gateway.tls else "http"
     grpc_at = f" and gRPC {spec.host}:{gateway.grpc_port}" if gateway.grpc_port else ""
-    through = "through haproxy" if gateway.front else f"served by the gateway ({unproxied(spec)})"
+    through = "through haproxy" if gateway.front else f"by the gateway ({gateway.unproxied})"
     print(f"deployment {spec.name!r} at {scheme}://{spec.host}:{gateway.port}{grpc_at}, "
           f"{through}", flush=True)  # fmt: skip
     control = asyncio.create_task(gateway.control())

@@ -30,11 +30,14 @@ Endpoints = tuple[asyncio.Server, grpc.aio.Server | None]
 async def endpoints(gateway: Gateway) -> Endpoints:
     """The deployment's REST and gRPC endpoints: HAProxy's, in front of the gateway's own on
     unix sockets, where the proxy can take the deployment; else the gateway's."""
-    if unproxied(gateway.spec) is None:
+    why = unproxied(gateway.spec)
+    if why is None:
         try:
             return await behind_proxy(gateway)
         except (ProxyFailed, OSError) as exc:
-            print(f"the proxy is not used: {exc}", file=sys.stderr, flush=True)
+            why = f"the proxy is not used: {exc}"
+            print(why, file=sys.stderr, flush=True)
+    gateway.unproxied = why
     spec = gateway.spec = replace(gateway.spec, proxy="")
     server = await asyncio.start_server(
         gateway.handle, spec.host, spec.port, reuse_address=True, limit=2**20, ssl=gateway.tls

@@ -147,4 +147,7 @@ def status(gateway: Gateway) -> dict[str, Any]:
         "cold_starts": len(gateway.cold_starts),
         "last_cold_start_s": round(gateway.cold_starts[-1], 3) if gateway.cold_starts else None,
         "message": gateway.message,
+        # what answers its requests: HAProxy (with the gateway behind it) or the gateway alone
+        "data_path": "haproxy" if gateway.front is not None else "gateway",
+        "unproxied": gateway.unproxied or None,
     }

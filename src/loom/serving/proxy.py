@@ -163,7 +163,7 @@ class Proxy:
     async def command(self, line: str) -> str:
         """One command on HAProxy's admin socket, and its answer."""
         try:
-            reader, writer = await asyncio.open_unix_connection(self._path(ADMIN))
+            reader, writer = await asyncio.open_unix_connection(self._admin_address())
         except OSError as exc:
             raise ProxyFailed(f"haproxy's admin socket: {exc.strerror}") from exc
         try:
@@ -339,6 +339,13 @@ class Proxy:
 
     def _path(self, relative: str) -> Path:
         return self.gateway.folder / relative
+
+    def _admin_address(self) -> str:
+        """The admin socket's address, the shorter of relative to the working directory (the
+        gateway's folder, where it runs) and absolute: a socket's address is at most 107 bytes,
+        and a platform's home may be deep."""
+        absolute = str(self._path(ADMIN))
+        return min(os.path.relpath(absolute), absolute, key=len)
 
 
 def _write(path: Path, data: bytes) -> None:
