@@ -96,6 +96,10 @@ def _defaults(plan: ProxyPlan) -> str:
         "    timeout client 1h\n"
         "    timeout server 1h\n"  # a model may take long; the gateway never cut one either
         f"    timeout queue {_ms(plan.queue_timeout_s)}\n"
+        # a request is read whole (up to a buffer) before it goes to a replica, so that one a
+        # replica dropped as it died can be sent again to another (else the client's
+        # keep-alive connection is closed without an answer)
+        "    option http-buffer-request\n"
         "    retries 1\n"
         "    option redispatch 1\n"
         "    retry-on conn-failure empty-response\n"
