@@ -45,10 +45,12 @@ def plan(grpc: bool = True) -> ProxyPlan:
 
 @needs_haproxy
 def test_the_configuration_is_one_haproxy_accepts(tmp_path: Path) -> None:
-    """The rendered configuration, REST and gRPC, passes `haproxy -c`."""
+    """The rendered configuration, REST and gRPC, passes `haproxy -c`, with the maps of a
+    public deployment with a canary (HAProxy reads them as it loads the configuration)."""
     (tmp_path / "run").mkdir()
-    for name in ("access.map", "flags.map"):
-        (tmp_path / "run" / name).write_text("")
+    (tmp_path / "run" / "access.map").write_text(f"{hash_token(TOKEN)} k0\n")
+    public = flags(True, 25, 2)
+    (tmp_path / "run" / "flags.map").write_text("".join(f"{k} {v}\n" for k, v in public.items()))
     (tmp_path / "proxy.cfg").write_text(render_config(plan()))
     checked = subprocess.run(
         [str(HAPROXY), "-c", "-f", "proxy.cfg"],
@@ -64,7 +66,7 @@ def test_flags_and_server_lines() -> None:
     """The flags map says public, the canary's share in ten-thousandths and the line's length;
     a gRPC server is reached over HTTP/2."""
     assert flags(False, 12.5, 7) == {"canary_share": "1250", "max_queue": "7"}
-    assert flags(True, 0, 1)["public"] == "-public-"
+    assert flags(True, 0, 1)["public"] == "1"
     assert server_line("run/r.sock", 4, GRPC).endswith("proto h2")
     assert "maxconn 4" in server_line("run/r.sock", 4, "rest")
 

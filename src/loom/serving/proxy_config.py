@@ -119,7 +119,9 @@ def _frontend(plan: ProxyPlan, protocol: str, bind: str) -> str:
         "    http-request return status 413 content-type application/json string "
         + _quoted(f'{{"error": "the body is more than the limit of {MAX_REQUEST} bytes"}}')
         + f" if {{ req.hdr_val(content-length) gt {MAX_REQUEST} }}",
-        f"    http-request set-var(txn.whose) str(public),map({plan.flags_map})",
+        # every value of the flags map is a number: map_str_int reads the whole map as such
+        f"    http-request set-var(txn.whose) str({PUBLIC}) "
+        f"if {{ str(public),map_str_int({plan.flags_map},0) gt 0 }}",
         "    http-request set-var(txn.whose) req.fhdr(authorization),"
         f'regsub("^bearer +","",i),sha2(256),hex,lower,map({plan.access_map}) '
         "unless { var(txn.whose) -m found }",
@@ -175,7 +177,7 @@ def flags(public: bool, canary_percent: float, max_queue: int) -> dict[str, str]
     ten-thousandths, and the line's length."""
     found = {"canary_share": str(round(canary_percent * 100)), "max_queue": str(max_queue)}
     if public:
-        found["public"] = PUBLIC
+        found["public"] = "1"
     return found
 
 
