@@ -95,6 +95,9 @@ def _print(found: dict[str, Any]) -> None:
     if found.get("grpc_endpoint"):
         console.print(f"  V2 gRPC    {found['grpc_endpoint']} (inference.GRPCInferenceService)")
     console.print(f"  metrics    {found['urls']['metrics']}")
+    if found.get("data_path"):  # what answers its requests (absent until its gateway reports)
+        why = f" ({found['unproxied']})" if found.get("unproxied") else ""
+        console.print(f"  data path  {found['data_path']}{why}")
     if found["message"]:
         console.print(f"  [yellow]{found['message']}[/yellow]")
 
