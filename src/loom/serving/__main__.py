@@ -11,10 +11,11 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from loom.serving import grpc_v2
 from loom.serving.dataplane import DataPlane
@@ -24,6 +25,43 @@ from loom.serving.formats import RUNTIME_NAMES
 from loom.serving.kserve_model import KServeModel, LoadFailed
 from loom.serving.rest import MAX_LINE, TOKEN_ENV, build_app, require_token
 from loom.serving.runtimes import choose, load
+
+
+class _WholeWrites:
+    """A connection's transport whose writes in one turn of the event loop leave in one: a
+    response's head and body together. uvicorn writes them apart, and a replica killed between
+    the two (descheduled on a busy machine) left HAProxy with a head it had already passed on,
+    so it could not send the request to another replica, and the caller got a cut answer."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class WholeResponses(HttpToolsProtocol):
+    """uvicorn's HTTP/1 protocol, each response written at once (`_WholeWrites`)."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(cast(asyncio.Transport, _WholeWrites(transport)))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -133,6 +171,7 @@ def main() -> None:
         date_header=False,
         # behind a gateway, its pooled connections stay open
         timeout_keep_alive=3600 if args.behind_gateway else 5,
+        http=WholeResponses,
     )
     what = f"serving {name!r} version {args.version} at {where} on {on}"
     served = _serve(uvicorn.Server(config), plane, grpc_address, handler, what)
