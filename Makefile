@@ -7,7 +7,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 CHECKED := src tests bench examples tools
 
 .PHONY: demo test check lint check-types unit bench-launch audit sandbox-tools postgres-tools \
-	browser-tools ui ui-if-node foreign-clients clean
+	proxy-tools browser-tools ui ui-if-node foreign-clients clean
 
 # The pip a venv starts with may be older than its security fixes (23.2.1: PYSEC-2023-228).
 $(BIN)/python:
@@ -30,6 +30,15 @@ sandbox-tools:
 		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
 		(apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null); \
 	else echo "bubblewrap is not installed: jobs will not be sandboxed (see docs/security.md)"; fi
+
+# Deployments' requests go through HAProxy (Debian's) where it is installed; without it each
+# deployment's gateway answers them itself (slower), and says so in its log.
+proxy-tools:
+	@if command -v haproxy >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -qq haproxy >/dev/null 2>&1 || \
+		(apt-get update -qq >/dev/null && apt-get install -y -qq haproxy >/dev/null); \
+	else echo "haproxy is not installed: deployments are served by their gateways alone"; fi
 
 # The tests start a throw-away PostgreSQL server of their own from Debian's binaries.
 postgres-tools:
@@ -71,7 +80,7 @@ browser-tools:
 foreign-clients: .venvs/kfp/.installed
 	$(BIN)/python -m tools.foreign
 
-demo: $(VENV)/.demo-installed sandbox-tools ui-if-node
+demo: $(VENV)/.demo-installed sandbox-tools proxy-tools ui-if-node
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.test-installed
@@ -92,7 +101,8 @@ check: $(VENV)/.test-installed
 # Everything: the above, the UI's own tests, every integration test on SQLite (in parallel over
 # the cores), the browser tests, and the tests whose behaviour depends on the database again on
 # PostgreSQL (marker `db`). It ends with a summary: each tier's tests and time, the slowest 15.
-test: $(VENV)/.test-installed sandbox-tools postgres-tools browser-tools ui foreign-clients
+test: $(VENV)/.test-installed sandbox-tools proxy-tools postgres-tools browser-tools ui \
+	foreign-clients
 	$(BIN)/python tools/test_tiers.py test
 
 # Known vulnerabilities in what is installed. Where PyPI's JSON API and osv.dev cannot be reached,

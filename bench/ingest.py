@@ -5,10 +5,13 @@ In one run on this machine:
     PostgreSQL server started by tools/pgtemp.py, fsync on) and through an
     MLflow 3 tracking server with a SQLite backend fed the same points with `log_batch` (its own
     venv, see mlflow_peer.py). A point is one (name, value, step), as MLflow counts them.
+    Each side gets an untimed warm-up run, then the median of --runs runs (at least 5; the
+    range is printed beside it): one cold run swung MLflow's figure 763 → 1,806 points/s.
   - points/s end to end inside a job: `tracking.log_metrics` → the learner's wrapper → the API.
   - the latency from a learner's `print` to the line reaching a `follow` client, p50/p99.
 
-    python bench/ingest.py [--points 200000] [--mlflow-points 20000] [--no-mlflow] [--no-postgres]
+    python bench/ingest.py [--points 200000] [--mlflow-points 20000] [--runs 5] [--no-mlflow]
+                           [--no-postgres]
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from loom.client import ClientError, LoomClient
 from loom.client.archive import zip_folder
 
 BATCH = 20_000
+MIN_RUNS = 5
 
 
 def start_loom(
@@ -163,37 +167,41 @@ def main() -> None:
     parser.add_argument("--mlflow-points", type=int, default=20_000)
     parser.add_argument("--no-mlflow", action="store_true")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--runs", type=int, default=MIN_RUNS, help=f"timed runs a rate (at least {MIN_RUNS})"
+    )
     args = parser.parse_args()
+    if args.runs < MIN_RUNS:
+        parser.error(f"--runs must be at least {MIN_RUNS}, got {args.runs}")
 
-    api, sdk, delays = measure_loom(None, args)
+    api_runs, sdk, delays = measure_loom(None, args)
+    api = statistics.median(api_runs)
     rows = [
-        ["Loom API, POST /v1/jobs/{id}/metrics (SQLite)", f"{args.points:,}", f"{api:,.0f}"],
-        ["Loom end to end, tracking SDK in a job (SQLite)", f"{args.sdk_points:,}", f"{sdk:,.0f}"],
-    ]
+        ["Loom API, POST /v1/jobs/{id}/metrics (SQLite)", f"{args.points:,}", f"{api:,.0f}",
+         spread(api_runs)],
+        ["Loom end to end, tracking SDK in a job (SQLite)", f"{args.sdk_points:,}", f"{sdk:,.0f}",
+         "1 run"],
+    ]  # fmt: skip
     pg_delays: list[float] = []
     if not args.no_postgres:
         with TempPostgres(durable=True) as pg:
-            pg_api, pg_sdk, pg_delays = measure_loom(pg.create_database("ingest"), args)
+            pg_runs, pg_sdk, pg_delays = measure_loom(pg.create_database("ingest"), args)
+        pg_api = statistics.median(pg_runs)
         rows += [
-            ["Loom API (PostgreSQL)", f"{args.points:,}", f"{pg_api:,.0f}"],
-            [
-                "Loom end to end, tracking SDK (PostgreSQL)",
-                f"{args.sdk_points:,}",
-                f"{pg_sdk:,.0f}",
-            ],
-        ]
+            ["Loom API (PostgreSQL)", f"{args.points:,}", f"{pg_api:,.0f}", spread(pg_runs)],
+            ["Loom end to end, tracking SDK (PostgreSQL)", f"{args.sdk_points:,}",
+             f"{pg_sdk:,.0f}", "1 run"],
+        ]  # fmt: skip
     if not args.no_mlflow:
         from mlflow_peer import measure_mlflow
 
-        mlflow = measure_mlflow(points=args.mlflow_points, batch=1000)
-        rows.append(
-            [
-                f"{mlflow.get('system', 'MLflow')} log_batch (SQLite)",
-                f"{args.mlflow_points:,}",
-                f"{mlflow['points_per_s']:,.0f}",
-            ]
-        )
-    print(table("metric ingestion (points/s)", ["system", "points", "points/s"], rows))
+        mlflow = measure_mlflow(points=args.mlflow_points, batch=1000, runs=args.runs)
+        rows.append([
+            f"{mlflow.get('system', 'MLflow')} log_batch (SQLite)", f"{args.mlflow_points:,}",
+            f"{mlflow['points_per_s']:,.0f}", spread(list(mlflow["runs"])),
+        ])  # fmt: skip
+    header = ["system", "points", "points/s (median)", "runs: min–max"]
+    print(table("metric ingestion (points/s), after a warm-up run", header, rows))
     if not args.no_mlflow:
         print(
             f"\nLoom's API ingests {api / mlflow['points_per_s']:.0f}x MLflow's rate on SQLite",
@@ -210,6 +218,11 @@ def main() -> None:
     print(table("print → follow client latency (Loom, SSE)", header, latency))
 
 
+def spread(rates: list[float]) -> str:
+    """How many runs a median is of, and their range."""
+    return f"{len(rates)}: {min(rates):,.0f}–{max(rates):,.0f}"
+
+
 def latency_row(database: str, delays: list[float]) -> list[str]:
     return [
         database,
@@ -222,11 +235,13 @@ def latency_row(database: str, delays: list[float]) -> list[str]:
 
 def measure_loom(
     database_url: str | None, args: argparse.Namespace
-) -> tuple[float, float, list[float]]:
-    """The API's rate (median of 3), the tracking SDK's, and print → follow latencies."""
+) -> tuple[list[float], float, list[float]]:
+    """The API's rates (`args.runs` runs after a warm-up run of a tenth the points), the
+    tracking SDK's, and print → follow latencies."""
     server, client, home = start_loom(database_url)
     try:
-        api = statistics.median(loom_api_rate(client, home, args.points) for _ in range(3))
+        loom_api_rate(client, home, max(BATCH, args.points // 10))  # the warm-up
+        api = [loom_api_rate(client, home, args.points) for _ in range(args.runs)]
         sdk = loom_sdk_rate(client, home, args.sdk_points)
         delays = follow_latency(client, home)
     finally:

@@ -74,8 +74,9 @@ def stop(server: subprocess.Popen[bytes]) -> None:
     server.wait(timeout=10)
 
 
-def measure_mlflow(points: int = 20_000, batch: int = 1000) -> dict[str, object]:
-    """Points/s that an MLflow tracking server (SQLite, 1 worker) takes through log_batch."""
+def measure_mlflow(points: int = 20_000, batch: int = 1000, runs: int = 5) -> dict[str, object]:
+    """Points/s that an MLflow tracking server (SQLite, 1 worker) takes through log_batch: the
+    median of `runs` runs after a warm-up run (mlflow_probe.py)."""
     python = peer_python("mlflow", MLFLOW)
     env = {**os.environ, **QUIET}
     home = Path(tempfile.mkdtemp(prefix="loom-bench-mlflow-"))
@@ -96,7 +97,7 @@ def measure_mlflow(points: int = 20_000, batch: int = 1000) -> dict[str, object]
             wait_health(url, server, log, timeout=120)
             result = subprocess.run(
                 # -P: bench/ (where bench/mlflow.py is) stays off sys.path, `mlflow` is MLflow
-                [str(python), "-P", str(PROBE), url, str(points), str(batch)],
+                [str(python), "-P", str(PROBE), url, str(points), str(batch), str(runs)],
                 env=env, capture_output=True, text=True, check=False, timeout=600,
             )  # fmt: skip
             lines = [line for line in result.stdout.splitlines() if line.startswith("{")]

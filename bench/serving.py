@@ -66,10 +66,14 @@ INFER = f"/v2/models/{NAME}/infer"
 SIZES = (1, 64)  # samples per request
 AIM_SPEEDUP = 3.0  # Loom req/s over MLServer's, at equal or better p99
 AIM_CEILING = 0.6  # Loom samples/s at 64-sample requests over in-process batch-64
+AIM_DEPLOYMENT = 0.9  # the deployment's req/s over the direct server's, 1-sample requests
+AIM_TAIL = 5.0  # p99 ÷ p50, every row
+AIM_BATCHING = {1: 5.0, 64: 2.0}  # Loom direct ÷ best MLServer, batching on both, 16+ conns
 TOKEN = "loom_bench-token"  # sent to every server; only the deployment's gateway checks it
 CEILING = "onnxruntime in-process"
 LOOM = "Loom"  # the direct server's rows
-DEPLOYMENT = "Loom deployment (gateway + 1)"
+DEPLOYMENT = "Loom deployment (HAProxy + gateway + 1)"
+GATEWAY_ONLY = "Loom deployment (gateway alone + 1)"  # the data path before HAProxy
 PROTOCOLS = ("rest", "grpc")
 
 
@@ -367,12 +371,13 @@ def loom(model: Path, pin: Pinning, batching: Batching | None, grpc: bool = Fals
 
 
 def loom_deployment(
-    model: Path, pin: Pinning, batching: Batching | None, grpc: bool = False
+    model: Path, pin: Pinning, batching: Batching | None, grpc: bool = False, proxy: bool = True
 ) -> Server:
-    """A Loom deployment as the platform runs one: the gateway with one replica behind it on a
-    unix socket, private (the gateway checks each request's token, over REST and gRPC); the
-    gateway inherits the pinning and so does its replica. With `grpc`, the gateway serves a
-    gRPC endpoint too (the deployment's grpc_endpoint), on a free port."""
+    """A Loom deployment as the platform runs one: HAProxy steered by the gateway (with
+    `proxy`; else the gateway alone, the data path before it) with one replica behind it on a
+    unix socket, private (each request's token checked, over REST and gRPC); the gateway
+    inherits the pinning and so do HAProxy and the replica. With `grpc`, the deployment serves
+    a gRPC endpoint too (its grpc_endpoint), on a free port."""
     from loom.domain.accounts import hash_token
     from loom.serving.access import ACCESS, render
     from loom.serving.spec import DeploymentSpec
@@ -393,11 +398,13 @@ def loom_deployment(
             max_replicas=1,
             batch_size=batching.size if batching else 1,
             batch_wait_ms=batching.wait_ms if batching else 0.0,
+            proxy="haproxy" if proxy else "",
         ).write(folder)
         write_private(folder / ACCESS, render(False, {hash_token(TOKEN): "token"}))
         return [*pin.prefix(pin.server), sys.executable, "-m", "loom.serving.gateway", str(folder)]
 
-    return process_server(DEPLOYMENT, batching is not None, "loom", launch, grpc_port(ports))
+    system = DEPLOYMENT if proxy else GATEWAY_ONLY
+    return process_server(system, batching is not None, "loom", launch, grpc_port(ports))
 
 
 def mlserver(
@@ -431,6 +438,8 @@ def servers(args: argparse.Namespace, model: Path, pin: Pinning) -> list[Server]
     found = [loom(model, pin, None, grpc), *([loom(model, pin, batching)] if rest else [])]
     found += [loom_deployment(model, pin, None, grpc)]
     found += [loom_deployment(model, pin, batching)] if rest else []
+    if not args.skip_gateway_only:
+        found += [loom_deployment(model, pin, None, grpc, proxy=False)]
     workers = [] if args.skip_mlserver else [0] if args.skip_mlserver_workers else [0, 1]
     for count in workers:
         if rest or count == 0:
@@ -742,9 +751,14 @@ def comparisons(rows: list[Row], levels: list[int]) -> list[list[str]]:
         ["deployment req/s ÷ Loom direct"]
         + [ratio(find(DEPLOYMENT, c), find(LOOM, c), ".0%") for c in levels]
     ]
+    if any(find(GATEWAY_ONLY, c) for c in levels):
+        out.append(
+            ["  the same, gateway alone (before HAProxy)"]
+            + [ratio(find(GATEWAY_ONLY, c), find(LOOM, c), ".0%") for c in levels]
+        )
+    labels = {LOOM: "Loom direct", DEPLOYMENT: "Loom deployment", GATEWAY_ONLY: "gateway alone"}
     if any(best_peer(c) for c in levels):
-        for system in (LOOM, DEPLOYMENT):
-            label = "Loom direct" if system == LOOM else "Loom deployment"
+        for system, label in labels.items():
             out.append(
                 [f"{label} ÷ best MLServer"]
                 + [ratio(find(system, c), best_peer(c), ".2f") for c in levels]
@@ -778,6 +792,66 @@ def p99_over_p50(protocols: dict[str, list[Row]], connections: int) -> list[list
     return [[*key, *(cell(rows, key) for rows in protocols.values())] for key in keys]
 
 
+def aims(protocols: dict[str, list[Row]], levels: list[int]) -> list[list[str]]:
+    """Each aim with its figure: the deployment against the direct server and MLServer's best
+    (1-sample requests, batching off), the worst p99/p50 of each system, and batching against
+    MLServer's batching at 16 connections and more."""
+    out = []
+
+    def row(rows: list[Row], system: str, batching: str, size: int, conc: int) -> Row | None:
+        key = (system, batching, size, conc)
+        return next((r for r in rows if (r.system, r.batching, r.samples, r.concurrency) == key),
+                    None)  # fmt: skip
+
+    def best_peer(rows: list[Row], batching: str | None, size: int, conc: int) -> Row | None:
+        peers = [
+            r
+            for r in rows
+            if r.role == "peer"
+            and (r.samples, r.concurrency) == (size, conc)
+            and (batching is None or (r.batching == "off") == (batching == "off"))
+        ]
+        return max(peers, key=lambda r: r.load.rps) if peers else None
+
+    for name, rows in protocols.items():
+        for conc in levels:
+            ours, direct = row(rows, DEPLOYMENT, "off", 1, conc), row(rows, LOOM, "off", 1, conc)
+            if ours and direct and direct.load.rps:
+                share = ours.load.rps / direct.load.rps
+                out.append([f"{name}: deployment ≥ {AIM_DEPLOYMENT:.0%} of direct, {conc} conn",
+                            f"{share:.0%}", _met(share >= AIM_DEPLOYMENT)])  # fmt: skip
+            peer = best_peer(rows, None, 1, conc)
+            if ours and peer and peer.load.rps:
+                ratio = ours.load.rps / peer.load.rps
+                out.append([f"{name}: deployment ≥ {AIM_SPEEDUP:.0f}x best MLServer, {conc} conn",
+                            f"{ratio:.2f}x", _met(ratio >= AIM_SPEEDUP)])  # fmt: skip
+        for system in dict.fromkeys(r.system for r in rows if r.role == "loom"):
+            mine = [r for r in rows if r.system == system and r.load.p50_ms]
+            worst = max(mine, key=lambda r: r.load.p99_ms / r.load.p50_ms, default=None)
+            if worst is not None:
+                tail = worst.load.p99_ms / worst.load.p50_ms
+                where = (
+                    f"{worst.samples} samples, {worst.concurrency} conn, batching {worst.batching}"
+                )
+                out.append([f"{name}: {system} p99 ≤ {AIM_TAIL:g}x p50, worst row",
+                            f"{tail:.1f} ({where})", _met(tail <= AIM_TAIL)])  # fmt: skip
+        for size, aim in AIM_BATCHING.items():
+            for conc in (c for c in levels if c >= 16):
+                ours = next((r for r in rows if r.system == LOOM and r.batching != "off"
+                             and (r.samples, r.concurrency) == (size, conc)), None)  # fmt: skip
+                peer = best_peer(rows, "on", size, conc)
+                if ours and peer and peer.load.rps:
+                    ratio = ours.load.rps / peer.load.rps
+                    out.append([f"{name}: batching, direct ≥ {aim:g}x best batching MLServer, "
+                                f"{size} samples, {conc} conn", f"{ratio:.2f}x",
+                                _met(ratio >= aim)])  # fmt: skip
+    return out
+
+
+def _met(yes: bool) -> str:
+    return "yes" if yes else "no"
+
+
 def summary(measured: Measured, levels: list[int]) -> str:
     """For 1-sample requests, REST and gRPC apart: the deployment against the direct server,
     both against MLServer's best, and p99/p50 at the highest concurrency."""
@@ -790,6 +864,10 @@ def summary(measured: Measured, levels: list[int]) -> str:
               "fastest row under that load", [name, *heads], comparisons(rows, levels))
         for name, rows in protocols.items()
     ]  # fmt: skip
+    blocks.append(
+        table("summary, the aims (issue 38) against this run", ["aim", "figure", "met"],
+              aims(protocols, levels))
+    )  # fmt: skip
     top = max(levels)
     blocks.append(
         table(
@@ -886,6 +964,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--skip-mlserver-workers", action="store_true", help="no parallel_workers=1 rows"
     )
     parser.add_argument("--no-pin", action="store_true", help="no taskset pinning")
+    parser.add_argument(
+        "--skip-gateway-only",
+        action="store_true",
+        help="no rows for a deployment served by its gateway alone (without HAProxy)",
+    )
     parser.add_argument(
         "--protocols",
         default="rest,grpc",

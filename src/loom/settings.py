@@ -119,6 +119,12 @@ class Settings(BaseSettings):
     serving_host: str = Field(
         default="127.0.0.1", description="where deployments listen (0.0.0.0: every address)"
     )
+    serving_proxy: Literal["haproxy", "off"] = Field(
+        default="haproxy",
+        description="the deployments' data path: haproxy (a compiled proxy in front of the "
+        "replicas, steered by each deployment's gateway; used where it is installed) or off "
+        "(the gateway answers every request itself)",
+    )
     serving_gpus: Numbers | None = Field(
         default=None,
         description="the GPUs (numbers, e.g. 0,1) deployments' replicas may be pinned to; "

@@ -140,6 +140,8 @@ def test_deploy_predict_list_show_delete(platform: tuple[Server, LoomClient], im
     assert created["model_version"] == 1
     found = client.wait_deployment("web")
     assert found["replicas"]["ready"] == 1
+    # HAProxy carries the requests where it is installed (a deep home's socket paths included)
+    assert found["data_path"] == ("haproxy" if shutil.which("haproxy") else "gateway")
     endpoint = found["endpoint"]
     response = httpx.post(found["urls"]["v2_infer"], json=v2(pictures[3]), headers=owner)
     assert response.status_code == 200, response.text

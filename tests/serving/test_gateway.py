@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -149,17 +150,21 @@ def burst(url: str, count: int = 16) -> list[httpx.Response]:
     return asyncio.run(together())
 
 
-def test_overload_is_refused_with_retry_after_not_left_waiting(tmp_path: Path) -> None:
+@pytest.mark.parametrize("proxy", ["", "haproxy"])
+def test_overload_is_refused_with_retry_after_not_left_waiting(tmp_path: Path, proxy: str) -> None:
     """One replica taking one request at a time, a line of two: of a burst of 16 requests,
     those with no room are answered at once with 503 and Retry-After; the rest are served,
-    each with its own answer; the refusals are counted."""
+    each with its own answer; the refusals are counted. The same by the gateway alone and
+    through HAProxy."""
+    if proxy and shutil.which(proxy) is None:
+        pytest.skip("haproxy is not installed")
     model = tmp_path / "model-v1"
     model.mkdir()
     slow_model(model / "model.onnx")
     port = free_port()
     DeploymentSpec(
         name="slow", model_dir=str(model), model_version="1", port=port,
-        max_inflight_per_replica=1, max_queue=2, queue_timeout_s=30,
+        max_inflight_per_replica=1, max_queue=2, queue_timeout_s=30, proxy=proxy,
     ).write(tmp_path)  # fmt: skip
     write_private(tmp_path / ACCESS, render(True, {}))
     log = (tmp_path / "gateway.log").open("wb")
@@ -173,6 +178,8 @@ def test_overload_is_refused_with_retry_after_not_left_waiting(tmp_path: Path) -
     finally:
         gateway.terminate()
         gateway.wait(30)
+    said = (tmp_path / "gateway.log").read_text()
+    assert ("through haproxy" in said) == bool(proxy), said
     busy = [a for a in answers if a.status_code == 503]
     served = [a for a in answers if a.status_code == 200]
     assert len(busy) + len(served) == 16

@@ -182,8 +182,9 @@ def test_tritonclient_sends_the_token(
 
 
 def test_replicas_listen_only_on_private_sockets(platform: tuple[Server, LoomClient]) -> None:
-    """A replica has no TCP port at all, only a unix socket in a folder of mode 0700; the
-    gateway is the one listening on TCP (REST and gRPC)."""
+    """A replica has no TCP port at all, only unix sockets in a folder of mode 0700 (REST, and
+    gRPC for the proxy); the gateway, or the proxy it runs, is the one listening on TCP (REST
+    and gRPC)."""
     server, client = platform
     client.deploy("private", "digits", min_replicas=2, max_replicas=2)
     found = wait_for(client, "private", lambda d: d["replicas"]["ready"] == 2)
@@ -195,11 +196,18 @@ def test_replicas_listen_only_on_private_sockets(platform: tuple[Server, LoomCli
         sockets = {
             Path(c.laddr).name for p in processes for c in p.net_connections(kind="unix") if c.laddr
         }
-        assert sockets == {f"replica-{replica['id']}.sock"}  # listening, and the gateway's
+        own = f"replica-{replica['id']}"
+        assert f"{own}.sock" in sockets  # listening, and the gateway's (or the proxy's)
+        assert sockets <= {f"{own}.sock", f"{own}.grpc.sock"}
     run = _folder(server, "private") / "run"
     assert stat.S_IMODE(run.stat().st_mode) == 0o700
-    assert sorted(p.name for p in run.iterdir()) == ["replica-1.sock", "replica-2.sock"]
-    listening = [c for c in psutil.Process(gateway).net_connections(kind="inet")]
+    replicas = sorted(p.name for p in run.iterdir() if p.name.startswith("replica-"))
+    assert replicas in (
+        ["replica-1.sock", "replica-2.sock"],
+        ["replica-1.grpc.sock", "replica-1.sock", "replica-2.grpc.sock", "replica-2.sock"],
+    )
+    front = psutil.Process(gateway)
+    listening = [c for p in [front, *front.children()] for c in p.net_connections(kind="inet")]
     assert sorted(c.laddr.port for c in listening if c.status == psutil.CONN_LISTEN) == sorted(
         int(found[key].rsplit(":", 1)[1]) for key in ("endpoint", "grpc_endpoint")
     )

@@ -263,6 +263,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         gpus=serving_gpus(settings),
         detector=detector_environment(settings),
         sources=sources_of(settings),
+        proxy=settings.serving_proxy,
     )
     server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
     leadership = Leadership(

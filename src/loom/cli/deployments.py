@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from loom.cli.common import client, console, err
+from loom.cli import monitoring
 from loom.cli.jobs import zip_code
 from loom.cli.output import Format, JsonOpt, OutputOpt, WatchOpt, chosen, emit, watch, whole
 from loom.client import ClientError
@@ -19,6 +20,7 @@ keys = typer.Typer(
     help="Keys that call a deployment's endpoint (Authorization: Bearer KEY).", no_args_is_help=True
 )
 app.add_typer(keys, name="keys")
+monitoring.register(app)  # drift, payloads
 
 MinReplicas = Annotated[
     int | None, typer.Option("--min-replicas", help="0 scales to zero when idle")
@@ -120,6 +122,9 @@ def _print(found: dict[str, Any]) -> None:
     console.print(f"  metrics    {found['urls']['metrics']}")
     if found.get("monitoring"):
         console.print(f"  monitoring {monitoring_line(found['monitoring'])}")
+    if found.get("data_path"):  # what answers its requests (absent until its gateway reports)
+        why = f" ({found['unproxied']})" if found.get("unproxied") else ""
+        console.print(f"  data path  {found['data_path']}{why}")
     if found["message"]:
         console.print(f"  [yellow]{found['message']}[/yellow]")
 

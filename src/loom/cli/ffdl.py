@@ -71,9 +71,3 @@ def _emetrics_text(record: dict[str, Any]) -> str:
 def version() -> None:
     """The CLI's version (`loom --version` says the same)."""
     typer.echo(f"loom {loom.__version__}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(loglines)
-    app.command()(emetrics)
-    app.command()(version)

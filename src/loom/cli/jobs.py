@@ -26,11 +26,8 @@ from loom.cli.output import (
     watch,
     whole,
 )
-from loom.cli.progress import transfer
 from loom.client import LoomClient
 from loom.client.archive import zip_folder
-from loom.domain.errors import ManifestError
-from loom.domain.manifest import load_manifest
 from loom.domain.states import TERMINAL_STATES
 
 STATE_STYLE = {"COMPLETED": "green", "FAILED": "red", "HALTED": "yellow", "QUEUED": "cyan"}
@@ -118,6 +115,10 @@ def train(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print only the job's id")] = False,
 ) -> None:
     """Submit a training job."""
+    from loom.cli.progress import transfer
+    from loom.domain.errors import ManifestError
+    from loom.domain.manifest import load_manifest  # its schema: only `train` needs it
+
     text = manifest.read_bytes()
     try:  # here first: a typo is told before the code is zipped and sent
         load_manifest(text, source=str(manifest))
@@ -394,18 +395,8 @@ def download(
     with client() as loom:
         job_id = loom.find_job(job_id)["id"]
         target = output or Path(f"{job_id}-{what}.zip")
+        from loom.cli.progress import transfer
+
         with transfer(f"downloading {target.name}") as told:
             loom.download(job_id, what, target, progress=told)
     console.print(f"saved {target}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(train)
-    app.command("list")(list_jobs)
-    app.command()(show)
-    app.command()(logs)
-    app.command()(halt)
-    app.command()(resume)
-    app.command()(capacity)
-    app.command()(delete)
-    app.command()(download)

@@ -15,9 +15,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console, RenderableType
-from rich.live import Live
 from rich.table import Column
 
 from loom.cli.common import console
@@ -47,6 +45,8 @@ def emit(fmt: Format, data: Any, table: Callable[[bool], RenderableType | None])
     if fmt == Format.JSON:
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     elif fmt == Format.YAML:
+        import yaml  # loaded for -o yaml only: a command starts sooner without it
+
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     else:
         wide = fmt == Format.WIDE
@@ -79,6 +79,8 @@ def watch(
                     last = data
                 stop.wait(every_s)
             return
+        from rich.live import Live
+
         wide = fmt == Format.WIDE
         with Live(console=console, auto_refresh=False) as live:
             while not stop.is_set():
@@ -117,6 +119,8 @@ def _document(fmt: Format, data: Any) -> None:
     if fmt == Format.JSON:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
     else:
+        import yaml
+
         sys.stdout.write("---\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     sys.stdout.flush()
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from loom.client.errors import ClientError
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -38,9 +36,15 @@ def config_path() -> Path:
 def _read() -> dict[str, Any]:
     path = config_path()
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
+        text = path.read_text()
+    except FileNotFoundError:  # most people have none: no YAML parser to load for it
         return {"current": None, "contexts": {}}
+    except OSError as exc:
+        raise ClientError(f"cannot read the contexts in {path}: {exc}") from exc
+    import yaml
+
+    try:
+        data = yaml.safe_load(text) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ClientError(f"cannot read the contexts in {path}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("contexts", {}), dict):
@@ -51,6 +55,8 @@ def _read() -> dict[str, Any]:
 
 
 def _write(data: dict[str, Any]) -> None:
+    import yaml
+
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temporary = path.with_suffix(".tmp")

@@ -10,7 +10,6 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-import yaml
 
 RUN_ENDED = ("SUCCEEDED", "FAILED", "HALTED")
 
@@ -24,6 +23,8 @@ def _pipeline_parts(
 ) -> _Parts:
     """The multipart parts of a pipeline (its YAML, or the spec as a dict), its code and its
     parameters, as a run or a schedule is made of them."""
+    import yaml  # only for a pipeline given as a mapping
+
     text = yaml.safe_dump(pipeline, sort_keys=False) if isinstance(pipeline, dict) else pipeline
     files: _Parts = {"pipeline": ("pipeline.yml", text, "application/yaml")}
     if code_zip is not None:

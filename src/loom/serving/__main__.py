@@ -11,10 +11,11 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from loom.serving import grpc_v2
 from loom.serving.dataplane import DataPlane
@@ -24,6 +25,43 @@ from loom.serving.formats import RUNTIME_NAMES
 from loom.serving.kserve_model import KServeModel, LoadFailed
 from loom.serving.rest import MAX_LINE, TOKEN_ENV, build_app, require_token
 from loom.serving.runtimes import choose, load
+
+
+class _WholeWrites:
+    """A connection's transport whose writes in one turn of the event loop leave in one: a
+    response's head and body together. uvicorn writes them apart, and a replica killed between
+    the two (descheduled on a busy machine) left HAProxy with a head it had already passed on,
+    so it could not send the request to another replica, and the caller got a cut answer."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class WholeResponses(HttpToolsProtocol):
+    """uvicorn's HTTP/1 protocol, each response written at once (`_WholeWrites`)."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(cast(asyncio.Transport, _WholeWrites(transport)))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         help="the V2 gRPC port (default: the HTTP port + 1; 'off': REST only; none with --uds)",
     )
+    # a replica behind a deployment's proxy: gRPC on a unix socket of its own too
+    parser.add_argument("--grpc-uds", help=argparse.SUPPRESS)
     parser.add_argument(
         "--runtime",
         choices=RUNTIME_NAMES,
@@ -107,9 +147,12 @@ def main() -> None:
     name = args.name or (path.name if path.is_dir() else path.parent.name) or "model"
     plane, handler, on = _prepare(args, path, name)
     grpc_port = _grpc_port(args.grpc_port, args.port, bool(args.uds))
+    grpc_address = f"{args.host}:{grpc_port}" if grpc_port is not None else None
+    if args.grpc_uds:
+        grpc_address = f"unix:{args.grpc_uds}"
     where = f"unix socket {args.uds}" if args.uds else f"http://{args.host}:{args.port}/v2"
-    if grpc_port is not None:
-        where += f" and gRPC {args.host}:{grpc_port}"
+    if grpc_address is not None:
+        where += f" and gRPC {grpc_address}"
     inflight = args.max_inflight if args.max_inflight >= 0 else max(2, args.batch_size)
     inflight = 0 if args.behind_gateway else inflight  # a gateway has its own line
     app = build_app(plane, inflight, args.queue_timeout_s, args.max_queue)
@@ -128,9 +171,10 @@ def main() -> None:
         date_header=False,
         # behind a gateway, its pooled connections stay open
         timeout_keep_alive=3600 if args.behind_gateway else 5,
+        http=WholeResponses,
     )
     what = f"serving {name!r} version {args.version} at {where} on {on}"
-    served = _serve(uvicorn.Server(config), plane, args.host, grpc_port, handler, what)
+    served = _serve(uvicorn.Server(config), plane, grpc_address, handler, what)
     try:
         import uvloop
     except ImportError:
@@ -152,8 +196,7 @@ def _grpc_port(given: str, http_port: int, unix: bool) -> int | None:
 async def _serve(
     rest: uvicorn.Server,
     plane: DataPlane,
-    host: str,
-    grpc_port: int | None,
+    grpc_address: str | None,
     handler: KServeModel | None,
     what: str,
 ) -> None:
@@ -167,12 +210,12 @@ async def _serve(
         plane.add_handler(handler)
     print(what, flush=True)
     server: grpc.aio.Server | None = None
-    if grpc_port is not None:
+    if grpc_address is not None:
         server = grpc_v2.server()
         server.add_generic_rpc_handlers((grpc_v2.service(grpc_v2.PlaneBackend(plane)),))
-        bound = server.add_insecure_port(f"{host}:{grpc_port}")
+        bound = server.add_insecure_port(grpc_address)
         if not bound:
-            raise SystemExit(f"gRPC: cannot listen on {host}:{grpc_port}")
+            raise SystemExit(f"gRPC: cannot listen on {grpc_address}")
         await server.start()
     try:
         await rest.serve()

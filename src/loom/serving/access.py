@@ -85,6 +85,10 @@ class AccessList:
     def _deny_all(self, stamp: tuple[int, int, int] | None) -> None:
         self.public, self.hashes, self._stamp = False, {}, stamp
 
+    def note_use(self, whose: str) -> None:
+        """A request passed with `whose` token (checked by the proxy)."""
+        self.used[whose] = self._now
+
     def refusal(self, header: bytes | None) -> str | None:
         """None when a request with this Authorization header may pass; else why not."""
         if self.public:

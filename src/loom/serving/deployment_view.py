@@ -58,6 +58,8 @@ def described(
         "requests": status.get("requests", 0),
         "restarts": status.get("restarts", 0),
         "last_cold_start_s": status.get("last_cold_start_s"),
+        "data_path": status.get("data_path"),  # haproxy, or the gateway alone (and why)
+        "unproxied": status.get("unproxied"),
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }

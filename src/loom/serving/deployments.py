@@ -76,8 +76,10 @@ class Deployments:
         gpus: list[int] | None = None,
         sources: Sources | None = None,
         detector: DetectorRuntime | None = None,
+        proxy: str = "",
     ) -> None:
         self.db = db
+        self.proxy = "" if proxy == "off" else proxy  # the data path gateways put in front
         self.sources = sources or Sources(root=home / "environments")
         self.detector = detector or DetectorRuntime()  # how gateways run drift detectors
         self.drift = DriftHistory(db)
@@ -412,6 +414,7 @@ class Deployments:
             environments=environments_of(row, self.sources, *(p for p in served if p.is_dir())),
             graph=row.graph,
             graph_members=graph_members(self, row),
+            proxy=self.proxy,
             **columns_of(row),
         )
 
@@ -617,4 +620,7 @@ def _bindable(host: str, port: int) -> bool:
 
 def _platform_part(spec: DeploymentSpec) -> tuple[object, ...]:
     """What of a gateway's spec the platform's settings decide, rather than the deployment."""
-    return (spec.host, spec.grpc_port, spec.certfile, spec.keyfile, spec.sandbox, spec.gpu_ids)
+    return (
+        spec.host, spec.grpc_port, spec.certfile, spec.keyfile, spec.sandbox, spec.gpu_ids,
+        spec.proxy,
+    )  # fmt: skip

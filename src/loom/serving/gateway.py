@@ -26,18 +26,19 @@ import ssl
 import sys
 import time
 from collections.abc import Collection, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from loom.serving import gateway_grpc, gateway_metrics
+from loom.serving import gateway_front, gateway_metrics
 from loom.serving.access import ACCESS, AccessList
 from loom.serving.admission import Admission, Busy
 from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE
 from loom.serving.gateway_graph import call_member, internal_socket, link_members, member_path
-from loom.serving.gateway_tls import certificate, tls_context
+from loom.serving.gateway_tls import tls_context
 from loom.serving.gateway_transform import transformed, transformer_generation, verb_of
 from loom.serving.graph_router import GraphRouter
 from loom.serving.graphs import Graph
@@ -50,6 +51,7 @@ from loom.serving.http1 import (
 )
 from loom.serving.monitor import Monitor
 from loom.serving.observe import Histogram, RequestLog
+from loom.serving.proxy import Proxy
 from loom.serving.replica_envs import EnvironmentFailed, ReplicaEnvironments
 from loom.serving.replicas import (
     Generation,
@@ -116,6 +118,8 @@ class Gateway:
         )
         self.environments = ReplicaEnvironments(folder, self._building)
         self.router = GraphRouter(Graph.from_json(spec.graph)) if spec.graph else None
+        self.front: Proxy | None = None  # the compiled data path, when it carries requests
+        self.unproxied = ""  # why the gateway answers every request itself, when it does
 
     def _building(self, news: str) -> None:
         """The environment build's progress, in the status (from the builder's thread)."""
@@ -123,9 +127,7 @@ class Gateway:
 
     def capacity(self) -> int:
         """Requests the ready replicas take at once."""
-        spec = self.spec  # requests, not samples: batch_size counts samples
-        each = spec.max_inflight_per_replica or 2 * math.ceil(spec.target_concurrency)
-        return each * sum(1 for r in self.replicas if r.state == "ready")
+        return self.spec.per_replica * sum(1 for r in self.replicas if r.state == "ready")
 
     # -- serving -----------------------------------------------------------------------------
     async def handle(
@@ -461,6 +463,8 @@ class Gateway:
         self.background(self._retire(replica))
 
     async def _retire(self, replica: Replica) -> None:
+        if self.front is not None:  # what the proxy gave it is answered first
+            await self.front.drained(replica, self.spec.drain_timeout_s)
         await replica.drain(self.spec.drain_timeout_s)
         with contextlib.suppress(ValueError):
             self.replicas.remove(replica)
@@ -482,8 +486,9 @@ class Gateway:
                 self.stopping.set()
                 break
             self.access.refresh()
-            self.autoscaler.sample(now, self.inflight)
+            self.autoscaler.sample(now, self.load()[0])
             self.reconcile(now)
+            await gateway_front.steer(self)
             status = self.status()
             if status != written or now - last_status > 2:
                 try:
@@ -497,12 +502,21 @@ class Gateway:
                 self.monitor.tick()
             await asyncio.sleep(TICK_S)
 
+    def load(self) -> tuple[int, int]:
+        """Requests in flight (at the replicas or in line) and in line, wherever they came in."""
+        inflight, waiting = self.inflight, self.admission.waiting
+        if self.front is not None:
+            inflight, waiting = inflight + self.front.inflight, waiting + self.front.waiting
+        return inflight, waiting
+
     def reload(self) -> None:
         try:
             self.spec = DeploymentSpec.read(self.folder)
         except (OSError, ValueError, TypeError) as exc:
             print(f"spec not reloaded: {exc}", file=sys.stderr, flush=True)
             return
+        if self.front is None:  # the data path chosen at start stays
+            self.spec = replace(self.spec, proxy="")
         self.autoscaler.policy = policy(self.spec)
         self.admission.max_wait_s = self.spec.queue_timeout_s
         self.admission.max_line = self.spec.max_queue
@@ -535,6 +549,8 @@ class Gateway:
 
     async def shutdown(self) -> None:
         self.stopping.set()
+        if self.front is not None:  # no new request; those under way are answered
+            await self.front.stop(self.spec.drain_timeout_s)
         await asyncio.gather(*(r.drain(self.spec.drain_timeout_s) for r in list(self.replicas)))
         self.replicas.clear()
         if self.monitor is not None:
@@ -580,27 +596,22 @@ async def run(folder: Path) -> None:
         await asyncio.to_thread(connect, spec.ray_address, spec.ray_namespace)
     gateway = Gateway(folder, spec)
     gateway.tls = tls_context(spec)
-    server = await asyncio.start_server(
-        gateway.handle, spec.host, spec.port, reuse_address=True, limit=2**20, ssl=gateway.tls
-    )
-    gateway.port = int(server.sockets[0].getsockname()[1])
+    server, grpc_server = await gateway_front.endpoints(gateway)
     internal = await asyncio.start_unix_server(
         lambda r, w: gateway.handle(r, w, trusted=True), internal_socket(folder), limit=2**20
     )
     if spec.graph:
         link_members(folder, spec.graph_members)
-    grpc_server = None
-    if spec.grpc_port is not None:
-        grpc_server, gateway.grpc_port = gateway_grpc.serve(gateway, certificate(spec))
-        await grpc_server.start()
     (folder / PID).write_text(str(os.getpid()))
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, gateway.stopping.set)
     loop.add_signal_handler(signal.SIGINT, gateway.stopping.set)
     loop.add_signal_handler(signal.SIGHUP, gateway.reload)
     scheme = "https" if gateway.tls else "http"
-    grpc_at = f" and gRPC {spec.host}:{gateway.grpc_port}" if grpc_server else ""
-    print(f"deployment {spec.name!r} at {scheme}://{spec.host}:{gateway.port}{grpc_at}", flush=True)
+    grpc_at = f" and gRPC {spec.host}:{gateway.grpc_port}" if gateway.grpc_port else ""
+    through = "through haproxy" if gateway.front else f"by the gateway ({gateway.unproxied})"
+    print(f"deployment {spec.name!r} at {scheme}://{spec.host}:{gateway.port}{grpc_at}, "
+          f"{through}", flush=True)  # fmt: skip
     if gateway.monitor is not None:
         gateway.monitor.start()
     control = asyncio.create_task(gateway.control())

@@ -84,9 +84,12 @@ def _checked(response: Message) -> Message:
     raise InferenceError(message or f"status {response.status}", response.status)
 
 
-def serve(gateway: Gateway, certificate: tuple[bytes, bytes] | None) -> tuple[grpc.aio.Server, int]:
-    """The gateway's gRPC server, bound (not started) to its spec's host and gRPC port; with a
-    (key, certificate chain), over TLS. Returns the server and the port it got."""
+def serve(
+    gateway: Gateway, certificate: tuple[bytes, bytes] | None, address: str | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """The gateway's gRPC server, bound (not started) to its spec's host and gRPC port, or to
+    `address` (a unix socket behind the proxy); with a (key, certificate chain), over TLS.
+    Returns the server and the port it got (0 on a unix socket)."""
 
     def refusal(given: str | None) -> str | None:
         refused = gateway.access.refusal(given.encode() if given is not None else None)
@@ -97,11 +100,11 @@ def serve(gateway: Gateway, certificate: tuple[bytes, bytes] | None) -> tuple[gr
     server = grpc_v2.server()
     server.add_generic_rpc_handlers((grpc_v2.service(GatewayBackend(gateway), refusal),))
     spec = gateway.spec
-    address = f"{spec.host}:{spec.grpc_port or 0}"
+    address = address or f"{spec.host}:{spec.grpc_port or 0}"
     if certificate is None:
         port = server.add_insecure_port(address)
     else:
         port = server.add_secure_port(address, grpc.ssl_server_credentials([certificate]))
-    if not port:
+    if not port and not address.startswith("unix:"):
         raise OSError(f"gRPC: cannot listen on {address}")
     return server, port

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 async def prometheus(gateway: Gateway) -> bytes:
     """The deployment's own metrics, then its ready replicas' (labelled with the replica)."""
     name = gateway.spec.name
+    if gateway.front is not None:  # HAProxy's log lines not yet counted
+        gateway.front.read_log()
     requests = CounterMetricFamily(
         "loom_deployment_requests",
         "Requests the deployment answered, by status code",
@@ -48,16 +50,14 @@ async def prometheus(gateway: Gateway) -> bytes:
     for state in ("ready", "starting", "draining", "desired"):
         replicas.add_metric([name, state], status["replicas"][state])
     last = gateway.cold_starts[-1] if gateway.cold_starts else 0.0
+    inflight, waiting = gateway.load()
     own = [
         requests,
         versions,
         latency,
-        _gauge("loom_deployment_inflight_requests", "Requests in flight", name, gateway.inflight),
+        _gauge("loom_deployment_inflight_requests", "Requests in flight", name, inflight),
         _gauge(
-            "loom_deployment_waiting_requests",
-            "Requests in line for a free replica",
-            name,
-            gateway.admission.waiting,
+            "loom_deployment_waiting_requests", "Requests in line for a free replica", name, waiting
         ),
         replicas,
         _counter("loom_deployment_replica_restarts", "Replicas replaced", name, gateway.restarts),
@@ -142,11 +142,14 @@ def status(gateway: Gateway) -> dict[str, Any]:
             for r in sorted(gateway.replicas, key=lambda r: r.id)
         ],
         "keys_used": dict(gateway.access.used),
-        "inflight": gateway.inflight,
-        "waiting": gateway.admission.waiting,
+        "inflight": gateway.load()[0],
+        "waiting": gateway.load()[1],
         "requests": sum(gateway.requests.values()),
         "restarts": gateway.restarts,
         "cold_starts": len(gateway.cold_starts),
         "last_cold_start_s": round(gateway.cold_starts[-1], 3) if gateway.cold_starts else None,
         "message": gateway.message,
+        # what answers its requests: HAProxy (with the gateway behind it) or the gateway alone
+        "data_path": "haproxy" if gateway.front is not None else "gateway",
+        "unproxied": gateway.unproxied or None,
     }

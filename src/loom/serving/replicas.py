@@ -47,6 +47,11 @@ def socket_path(replica_id: int) -> str:
     return f"{SOCKETS}/replica-{replica_id}.sock"
 
 
+def grpc_socket(replica_socket: str) -> str:
+    """Where a replica serves gRPC beside its REST socket, for a proxy that speaks it."""
+    return replica_socket.removesuffix(".sock") + ".grpc.sock"
+
+
 def private_sockets(folder: Path) -> None:
     """FOLDER/run, only for this user, emptied of an earlier gateway's sockets; and FOLDER as
     the working directory, where the replicas' relative socket paths start."""
@@ -63,8 +68,11 @@ def replica_command(
 ) -> list[str]:
     """The command line of one replica on this machine (in its environment's `python`, when
     its model needs one beyond the platform's)."""
-    return [python or sys.executable, "-m", "loom.serving", generation[0], "--uds", uds,
-            *replica_options(spec, generation)]  # fmt: skip
+    command = [python or sys.executable, "-m", "loom.serving", generation[0], "--uds", uds,
+               *replica_options(spec, generation)]  # fmt: skip
+    if spec.proxy and spec.grpc_port is not None:  # the proxy calls it over gRPC itself
+        command += ["--grpc-uds", grpc_socket(uds)]
+    return command
 
 
 def replica_options(spec: DeploymentSpec, generation: Generation) -> list[str]:
@@ -259,7 +267,7 @@ class Replica:
             os.unlink(self.socket)
         process = self.process
         if process is not None and process.returncode is None:
-            await _terminate(process, grace_s)
+            await terminate(process, grace_s)
         if self.group is not None:  # whatever the replica left running, and its cgroup
             await asyncio.to_thread(self.group.remove)
 
@@ -267,9 +275,12 @@ class Replica:
         return tail(self.log, count)
 
 
-async def _terminate(process: asyncio.subprocess.Process, grace_s: float) -> None:
+async def terminate(
+    process: asyncio.subprocess.Process, grace_s: float, sig: int = signal.SIGTERM
+) -> None:
+    """Ask the process to stop with `sig`; after `grace_s`, kill it."""
     with contextlib.suppress(ProcessLookupError):
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(sig)
     try:
         await asyncio.wait_for(process.wait(), grace_s)
     except TimeoutError:

@@ -5,6 +5,7 @@ deployments go on serving while the platform restarts."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
@@ -73,6 +74,14 @@ class DeploymentSpec:
     # an inference graph (`graphs.Graph.json`) and its steps' deployments' folders, by name
     graph: dict[str, Any] | None = None
     graph_members: dict[str, str] = field(default_factory=dict)
+    # the data path: "haproxy" (a compiled proxy in front of the replicas, steered by the
+    # gateway; `proxy.unproxied` says when the gateway keeps serving itself) or "" (the gateway)
+    proxy: str = ""
+
+    @property
+    def per_replica(self) -> int:
+        """Requests a ready replica takes at once (requests, not samples)."""
+        return self.max_inflight_per_replica or 2 * math.ceil(self.target_concurrency)
 
     @classmethod
     def read(cls, folder: Path) -> DeploymentSpec:

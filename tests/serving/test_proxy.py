@@ -1,0 +1,246 @@
+"""The compiled data path: HAProxy configured and steered by a deployment's gateway, in front of
+replicas that echo what reached them (unix-socket HTTP servers of the test's own), so that what
+the proxy passes, strips, splits, refuses and logs is seen without a model."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from loom.domain.accounts import hash_token
+from loom.serving.access import ACCESS, render
+from loom.serving.gateway import Gateway
+from loom.serving.http1 import MessageReader, encode_response
+from loom.serving.proxy import GATEWAY_SOCKET, Proxy, unproxied
+from loom.serving.proxy_config import GRPC, ProxyPlan, flags, server_line
+from loom.serving.proxy_config import render as render_config
+from loom.serving.replicas import Replica, canary_generation, generation
+from loom.serving.spec import DeploymentSpec
+from loom.store.private import write_private
+from tests.conftest import free_port
+
+HAPROXY = shutil.which("haproxy")
+needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed")
+TOKEN = "loom_test-token"
+
+
+def plan(grpc: bool = True) -> ProxyPlan:
+    return ProxyPlan(
+        host="127.0.0.1", port=8080, grpc_port=8081 if grpc else None,
+        admin_socket="run/proxy.sock", access_map="run/access.map", flags_map="run/flags.map",
+        gateway_socket="run/gateway.sock", gateway_grpc_socket="run/gateway-grpc.sock",
+        queue_timeout_s=5, ready_timeout_s=120,
+    )  # fmt: skip
+
+
+@needs_haproxy
+def test_the_configuration_is_one_haproxy_accepts(tmp_path: Path) -> None:
+    """The rendered configuration, REST and gRPC, passes `haproxy -c`, with the maps of a
+    public deployment with a canary (HAProxy reads them as it loads the configuration)."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "access.map").write_text(f"{hash_token(TOKEN)} k0\n")
+    public = flags(True, 25, 2)
+    (tmp_path / "run" / "flags.map").write_text("".join(f"{k} {v}\n" for k, v in public.items()))
+    (tmp_path / "proxy.cfg").write_text(render_config(plan()))
+    checked = subprocess.run(
+        [str(HAPROXY), "-c", "-f", "proxy.cfg"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_flags_and_server_lines() -> None:
+    """The flags map says public, the canary's share in ten-thousandths and the line's length;
+    a gRPC server is reached over HTTP/2."""
+    assert flags(False, 12.5, 7) == {"canary_share": "1250", "max_queue": "7"}
+    assert flags(True, 0, 1)["public"] == "1"
+    assert server_line("run/r.sock", 4, GRPC).endswith("proto h2")
+    assert "maxconn 4" in server_line("run/r.sock", 4, "rest")
+
+
+def test_what_the_gateway_keeps_serving_itself(tmp_path: Path) -> None:
+    """Graphs, transformers and HTTPS stay on the gateway's own path, and so does everything
+    when the platform runs without a proxy."""
+    spec = DeploymentSpec(name="d", model_dir="m", model_version="1", proxy="haproxy")
+    assert unproxied(DeploymentSpec(name="d", model_dir="m", model_version="1")) is not None
+    assert "transformer" in str(unproxied(_with(spec, transformer_dir="t")))
+    assert "HTTPS" in str(unproxied(_with(spec, certfile="c.pem")))
+    if HAPROXY:
+        assert unproxied(spec) is None
+
+
+def _with(spec: DeploymentSpec, **changes: Any) -> DeploymentSpec:
+    from dataclasses import replace
+
+    return replace(spec, **changes)
+
+
+async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str) -> None:
+    """A replica (or the gateway's own endpoint) that answers what reached it."""
+    messages = MessageReader(reader, max_body=2**20)
+    with contextlib.suppress(Exception):
+        while (request := await messages.next()) is not None:
+            if request.target == "/slow":
+                await asyncio.sleep(1.0)
+            seen = {"by": name, "headers": {k.decode(): v.decode() for k, v in request.headers}}
+            writer.write(encode_response(200, orjson.dumps(seen)))
+            await writer.drain()
+    writer.close()
+
+
+class Setup:
+    def __init__(self, gateway: Gateway, proxy: Proxy, url: str) -> None:
+        self.gateway, self.proxy, self.url = gateway, proxy, url
+
+
+@contextlib.asynccontextmanager
+async def proxied(tmp_path: Path) -> AsyncIterator[Setup]:
+    """A gateway object (not running its loop) steering a real HAProxy in front of three echo
+    replicas (two of the main version, one canary) and an echo standing for its own endpoint."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    spec = DeploymentSpec(
+        name="echo", model_dir=str(tmp_path / "v1"), model_version="1", port=free_port(),
+        canary_model_dir=str(tmp_path / "v2"), canary_version="2", canary_percent=25.0,
+        max_inflight_per_replica=1, max_queue=2, proxy="haproxy",
+    )  # fmt: skip
+    write_private(tmp_path / ACCESS, render(False, {hash_token(TOKEN): "token"}))
+    gateway = Gateway(tmp_path, spec)
+    servers = []
+    for number, serves in ((1, generation(spec)), (2, generation(spec)), (3, None)):
+        socket = f"run/replica-{number}.sock"
+        replica = Replica(number, str(tmp_path / socket), serves or canary_generation(spec),
+                          tmp_path / f"replica-{number}.log", state="ready")  # fmt: skip
+        gateway.replicas.append(replica)
+        servers.append(await asyncio.start_unix_server(
+            lambda r, w, n=f"replica-{number}": _echo(r, w, n), str(tmp_path / socket)
+        ))  # fmt: skip
+    servers.append(await asyncio.start_unix_server(
+        lambda r, w: _echo(r, w, "gateway"), str(tmp_path / GATEWAY_SOCKET)
+    ))  # fmt: skip
+    proxy = Proxy(gateway, spec.port, None)
+    await proxy.start()
+    gateway.front = proxy
+    await proxy.sync()
+    try:
+        yield Setup(gateway, proxy, f"http://127.0.0.1:{spec.port}")
+    finally:
+        await proxy.stop(5)
+        for server in servers:
+            server.close()
+
+
+def _bearer(token: str = TOKEN) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}", "cookie": "c=1"}
+
+
+@needs_haproxy
+def test_a_known_token_reaches_a_replica_without_its_credentials(tmp_path: Path) -> None:
+    """A request with a token the deployment accepts goes to a replica, which sees neither the
+    token nor the cookie; an unknown token, no token and the health path go to the gateway with
+    their headers whole; the log lines count the requests and the key's use."""
+    asyncio.run(_a_known_token_reaches_a_replica_without_its_credentials(tmp_path))
+
+
+async def _a_known_token_reaches_a_replica_without_its_credentials(tmp_path: Path) -> None:
+    async with proxied(tmp_path) as setup:
+        async with httpx.AsyncClient(base_url=setup.url) as client:
+            passed = (await client.post("/v2/models/echo/infer", headers=_bearer())).json()
+            unknown = (await client.post("/v2/models/echo/infer", headers=_bearer("nope"))).json()
+            bare = (await client.post("/v2/models/echo/infer")).json()
+            health = (await client.get("/v2/health/ready", headers=_bearer())).json()
+        assert passed["by"].startswith("replica-")
+        assert not {"authorization", "cookie"} & set(passed["headers"])
+        assert unknown["by"] == "gateway" and unknown["headers"]["authorization"] == "Bearer nope"
+        assert bare["by"] == "gateway"
+        assert health["by"] == "gateway" and "authorization" in health["headers"]
+        await _logged(setup, 1)
+        assert setup.gateway.requests == {200: 1}  # the gateway counts what it answers itself
+        assert setup.gateway.access.used.keys() == {"token"}
+
+
+@needs_haproxy
+def test_the_canary_takes_its_share_and_balancing_uses_both_replicas(tmp_path: Path) -> None:
+    """Of 400 requests one after the other, about a quarter reach the canary's replica, the
+    rest are spread over the main version's two; the counters by version agree."""
+    asyncio.run(_the_canary_takes_its_share_and_balancing_uses_both_replicas(tmp_path))
+
+
+async def _the_canary_takes_its_share_and_balancing_uses_both_replicas(tmp_path: Path) -> None:
+    async with proxied(tmp_path) as setup:
+        async with httpx.AsyncClient(base_url=setup.url) as client:
+            answers = [
+                await client.post("/v2/models/echo/infer", headers=_bearer()) for _ in range(400)
+            ]
+        by = Counter(a.json()["by"] for a in answers)
+        assert sum(by.values()) == 400
+        assert 50 <= by["replica-3"] <= 150, by
+        assert by["replica-1"] and by["replica-2"], by
+        await _logged(setup, 400)
+        versions = setup.gateway.by_version
+        assert versions.get(("2", 200), 0) == by["replica-3"]
+
+
+@needs_haproxy
+def test_past_the_line_a_request_is_refused_at_once_with_retry_after(tmp_path: Path) -> None:
+    """Each replica takes one request at a time and two wait: a burst of slow requests gets
+    503s with Retry-After, worded as the gateway words them, and the rest are served."""
+    asyncio.run(_past_the_line_a_request_is_refused_at_once_with_retry_after(tmp_path))
+
+
+async def _past_the_line_a_request_is_refused_at_once_with_retry_after(tmp_path: Path) -> None:
+    async with proxied(tmp_path) as setup:
+        setup.gateway.spec = _with(setup.gateway.spec, canary_percent=0.0)
+        await setup.proxy.sync()
+        async with httpx.AsyncClient(base_url=setup.url, timeout=30) as client:
+            answers = await asyncio.gather(
+                *(client.post("/slow", headers=_bearer()) for _ in range(10))
+            )
+        busy = [a for a in answers if a.status_code == 503]
+        assert busy and len(busy) < 10
+        assert all(a.headers["retry-after"] == "1" for a in busy)
+        assert busy[0].json()["error"] == "busy: 2 requests are waiting already; retry"
+
+
+@needs_haproxy
+def test_a_replica_taken_out_gets_nothing_new_and_none_sends_to_the_gateway(tmp_path: Path) -> None:
+    """A drained replica gets no more requests; with none left ready, requests go to the
+    gateway (which holds them while the deployment wakes)."""
+    asyncio.run(_a_replica_taken_out_gets_nothing_new_and_none_sends_to_the_gateway(tmp_path))
+
+
+async def _a_replica_taken_out_gets_nothing_new_and_none_sends_to_the_gateway(
+    tmp_path: Path,
+) -> None:
+    async with proxied(tmp_path) as setup:
+        gone = setup.gateway.replicas[0]
+        await setup.proxy.drained(gone, 5)
+        async with httpx.AsyncClient(base_url=setup.url) as client:
+            seen = {(await client.post("/x", headers=_bearer())).json()["by"] for _ in range(20)}
+            assert "replica-1" not in seen
+            setup.gateway.replicas.clear()
+            await setup.proxy.sync()
+            woke = (await client.post("/x", headers=_bearer())).json()
+        assert woke["by"] == "gateway" and "authorization" in woke["headers"]
+
+
+async def _logged(setup: Setup, count: int) -> None:
+    """Wait until the proxy's log has counted `count` requests."""
+    for _ in range(100):
+        setup.proxy.read_log()  # the gateway's tick does this
+        if sum(setup.gateway.requests.values()) >= count:
+            return
+        await asyncio.sleep(0.05)
