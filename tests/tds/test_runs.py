@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from loom.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
+from loom.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from loom.domain.runs import Actor, Entry, Metric, Stage, View
 from loom.store import jobs as job_rows
 from loom.store import users as user_rows
 from loom.store.db import Database, migrate
 from loom.store.tables import Job
+from loom.tds.budgets import Allowance, Limits
 from loom.tds.metrics import MetricQuery
 from loom.tds.runs import Runs
 from loom.tds.service import TrainingData
@@ -196,3 +197,29 @@ def test_tenancy(runs: Runs) -> None:
     runs.set_project_stage(ana, project, Stage.DELETED)  # its runs go with it
     assert runs.search_runs(ana, [str(project)]).items == []
     assert len(runs.search_runs(ana, [str(project)], view=View.DELETED_ONLY).items) == 3
+
+
+def test_a_jobs_runs_share_its_budget_for_params_and_tags(tmp_path: Path) -> None:
+    """Params a job's code logs into runs it started count against the job's budget with its
+    own run's: past it they are refused (413, PayloadTooLarge), what fitted is kept, and the
+    job's log says where they were cut."""
+    db = Database(database_url(tmp_path))
+    migrate(db.engine)
+    limits = Limits(run_info=Allowance(rows=5))
+    runs = Runs(db, TrainingData(db, JobSignals(), limits=limits))
+    try:
+        ana = user(runs, "ana")
+        job_id = job_of(runs, ana)
+        learner = Actor(ana.user_id, ana.user_name, job_id=job_id)
+        runs.log(learner, job_id, params=[Entry("own", "1"), Entry("lr", "0.1")])
+        first = runs.create_run(learner, "0", name="first")
+        runs.log(learner, first.id, params=[Entry("a", "1"), Entry("b", "2")])
+        second = runs.create_run(learner, "0", name="second")
+        with pytest.raises(PayloadTooLarge, match="LOOM_MAX_RUN_INFO"):
+            runs.log(learner, second.id, params=[Entry("c", "3"), Entry("d", "4")])
+        kept = runs.run(ana, second.id).params
+        assert len(kept) == 1  # the fifth entry fitted, the sixth did not
+        said = [line.text for line in runs.tds.logs.after(job_id, 0, None, 100)]
+        assert any("parameters and tags of this job were cut" in s for s in said)
+    finally:
+        db.close()

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from loom.cli.common import client, console, err
 from loom.cli import monitoring
+from loom.cli.common import client, console, err
 from loom.cli.jobs import zip_code
 from loom.cli.output import Format, JsonOpt, OutputOpt, WatchOpt, chosen, emit, watch, whole
 from loom.client import ClientError

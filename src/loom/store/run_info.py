@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from loom.store.logs import insert_ignoring_duplicates
-from loom.store.tables import RunInfo
+from loom.store.tables import Run, RunInfo
 
 Entry = tuple[str, str, str, float]  # (kind: param | tag, key, value, set at)
 COLUMNS = ("run_id", "kind", "key", "value", "set_at")
@@ -53,10 +53,14 @@ def existing(
     return {(kind, key) for kind, key in session.execute(query)} & set(keys)
 
 
-def usage(session: Session, run_id: str) -> tuple[int, int]:
-    """A run's parameters and tags, and the characters of their keys and values."""
+def usage(session: Session, job_id: str) -> tuple[int, int]:
+    """A job's parameters and tags, of its own run and of every run its code started, and the
+    characters of their keys and values (what the job's budget counts)."""
     size = func.length(RunInfo.key) + func.length(RunInfo.value)
-    query = select(func.count(), func.coalesce(func.sum(size), 0)).where(RunInfo.run_id == run_id)
+    started = select(Run.id).where(Run.job_id == job_id)
+    query = select(func.count(), func.coalesce(func.sum(size), 0)).where(
+        or_(RunInfo.run_id == job_id, RunInfo.run_id.in_(started))
+    )
     rows, total = session.execute(query).one()
     return int(rows), int(total)
 

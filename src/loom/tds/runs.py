@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from loom.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
+from loom.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from loom.domain.run_search import PROJECTS, RUNS, OrderKey, parse_filter, parse_order_by
 from loom.domain.runs import (
     DEFAULT_PROJECT,
@@ -363,7 +363,15 @@ class Runs:
                 info_rows.record(session, run.id, entries)
                 return
             job_id, own = run.job_id, run.job_id == run.id
-        self.tds.record_run(job_id, None if own else str(run_id), job_points(metrics), entries)
+        refused = self.tds.record_run(
+            job_id, None if own else str(run_id), job_points(metrics), entries
+        )
+        if refused:
+            raise PayloadTooLarge(
+                f"{refused} of {len(entries)} parameters and tags were not logged: job {job_id} "
+                "is over its budget for them (LOOM_MAX_RUN_INFO, LOOM_MAX_RUN_INFO_MB), which "
+                "counts every run it starts"
+            )
 
     def delete_tag(self, actor: Actor, run_id: object, key: str) -> None:
         with self.db.session() as session:

@@ -85,22 +85,28 @@ class TrainingData:
         self.signals.notify(job_id)
 
     def record_run_info(
-        self, session: Session, job_id: str, entries: Sequence[info_rows.Entry]
+        self,
+        session: Session,
+        job_id: str,
+        entries: Sequence[info_rows.Entry],
+        run_id: str | None = None,
     ) -> int:
-        """Store parameters and tags within the job's budget (a key it has already is always
-        taken: a tag's new value replaces the old); how many were refused, said once in the
-        job's log. For every path that writes run info (learners' batches, MLflow's API)."""
+        """Store parameters and tags of the job's run (`run_id` None) or of a run its code
+        started, within the job's budget, which counts all its runs (a key the run has already
+        is always taken: a tag's new value replaces the old); how many were refused, said once
+        in the job's log. For every path that writes run info (learners' batches, MLflow's API)."""
         if not entries:
             return 0
+        run = run_id or job_id
         if self.info_cap.allowance.limited:
-            known = info_rows.existing(session, job_id, [(e[0], e[1]) for e in entries])
+            known = info_rows.existing(session, run, [(e[0], e[1]) for e in entries])
         else:
             known = set()
         new = [e for e in entries if (e[0], e[1]) not in known]
         sizes = [entry_size(e) for e in new]
         kept = self.info_cap.admit(session, job_id, new, sizes)
         written = info_rows.record(
-            session, job_id, [*(e for e in entries if (e[0], e[1]) in known), *kept]
+            session, run, [*(e for e in entries if (e[0], e[1]) in known), *kept]
         )
         self.info_cap.settle(job_id, sizes[: len(kept)], min(written, len(kept)))
         refused = len(new) - len(kept)
@@ -149,10 +155,11 @@ class TrainingData:
         run_id: str | None,
         points: Sequence[dict[str, Any]],
         info: Sequence[Entry],
-    ) -> None:
+    ) -> int:
         """Points, params and tags sent for a job's run (`run_id` None) or a run its code started,
         through the platform's API rather than a learner's stream: numbered after what was sent
-        so before (as the platform's own learner, attempt 0, learner 0), capped like any."""
+        so before (as the platform's own learner, attempt 0, learner 0), capped like any; how
+        many params and tags were refused (over the job's budget)."""
         with self.db.session() as session:
             log_rows.lock_job_stream(session, job_id)
             seq = metric_rows.last_seq(session, job_id, PLATFORM_ATTEMPT, PLATFORM_LEARNER)
@@ -161,8 +168,9 @@ class TrainingData:
                 job_id, PLATFORM_ATTEMPT, PLATFORM_LEARNER, numbered, run_id=run_id
             )
             self._store(session, job_id, [], rows)
-            info_rows.record(session, run_id or job_id, info)
+            refused = self.record_run_info(session, job_id, info, run_id)
         self.signals.notify(job_id)
+        return refused
 
     def forget(self, job_id: str) -> None:
         """The job's lines and points were deleted: its caps count afresh."""
