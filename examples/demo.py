@@ -36,7 +36,11 @@ def free_port() -> int:
 
 
 def start_server(port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "LOOM_HOME": str(HOME)}
+    # The workflow's predict step calls the deployment the step before it made: a job on a
+    # network of its own (LOOM_JOB_NETWORK=auto, security round 3) reaches no port of this
+    # machine, deployments included, so the demo's platform gives jobs the host's network
+    # (docs/security.md, "The network").
+    env = {"LOOM_JOB_NETWORK": "host", **os.environ, "LOOM_HOME": str(HOME)}
     server = subprocess.Popen([sys.executable, "-m", "loom.api", "--port", str(port)], env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

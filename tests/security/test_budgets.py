@@ -171,7 +171,8 @@ def fill(database_url: str, job_id: str, count: int) -> None:
     db = Database(database_url)
     rows = [
         (job_id, 1, 1, seq, float(seq), "train", seq, None,
-         f'{{"loss": {1000.0 if seq == 177_777 else 1.0 / seq}, "accuracy": {seq / count}}}')
+         f'{{"loss": {1000.0 if seq == 177_777 else 1.0 / seq}, "accuracy": {seq / count}}}',
+         None)  # the job's own run
         for seq in range(1, count + 1)
     ]  # fmt: skip
     for start in range(0, count, 20_000):  # short transactions: the platform writes meanwhile

@@ -49,6 +49,16 @@ ZIP: dict[int | str, dict[str, Any]] = {
         "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
     }
 }
+# A JSON object, or with `?format=markdown` the same as a Markdown document.
+JSON_OR_MARKDOWN: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a JSON object, or with `format=markdown` a Markdown document",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "text/markdown": {"schema": {"type": "string"}},
+        },
+    }
+}
 # One server-sent event: its kind (`line` or `end`), a JSON text, and a cursor.
 _EVENT = {
     "type": "object",

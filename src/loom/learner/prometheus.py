@@ -4,12 +4,14 @@ scrape's number. Standard library only: the wrapper runs beside any training cod
 
 from __future__ import annotations
 
+import http.client
 import math
 import re
-import urllib.request
+import socket
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     Point = dict[str, Any]
@@ -41,10 +43,16 @@ def parse(text: str, names: set[str]) -> dict[str, float]:
 class PrometheusCollector:
     def __init__(self, endpoint: str, names: list[str], host: str = "127.0.0.1") -> None:
         port, _, path = endpoint.partition("/")
-        self.url = f"http://{host}:{int(port)}/{path}"
+        self.host, self.port, self.path = host, int(port), f"/{path}"
+        self.url = f"http://{host}:{self.port}{self.path}"
         self.names = set(names)
         self.last: dict[str, float] = {}
         self.scrapes = 0
+        # How a connection to the endpoint is made: in the learner's network, which is not the
+        # wrapper's when the job has a network of its own (the wrapper sets it then).
+        self.connect: Callable[[], socket.socket] = lambda: socket.create_connection(
+            (self.host, self.port), timeout=TIMEOUT_S
+        )
 
     def poll(self, final: bool = False) -> list[Point]:
         """A point when the endpoint answers with changed values; nothing when it does not
@@ -52,9 +60,8 @@ class PrometheusCollector:
         if final:
             return []
         try:
-            with urllib.request.urlopen(self.url, timeout=TIMEOUT_S) as answer:
-                text = answer.read(MAX_BYTES).decode("utf-8", "replace")
-        except (OSError, ValueError):
+            text = self._scrape()
+        except (OSError, ValueError, http.client.HTTPException):
             return []
         values = parse(text, self.names)
         if not values or values == self.last:
@@ -62,3 +69,15 @@ class PrometheusCollector:
         self.last = values
         self.scrapes += 1
         return [{"group": "default", "step": self.scrapes, "etimes": {}, "values": values}]
+
+    def _scrape(self) -> str:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=TIMEOUT_S)
+        connection.sock = self.connect()
+        try:
+            connection.request("GET", self.path)
+            answer = connection.getresponse()
+            if answer.status != 200:
+                raise ValueError(f"HTTP {answer.status}")
+            return answer.read(MAX_BYTES).decode("utf-8", "replace")
+        finally:
+            connection.close()

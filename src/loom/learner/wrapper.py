@@ -11,6 +11,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from loom.environments import builder
 from loom.learner import mlflow_api, transfer
 from loom.learner.collectors import file_collectors, line_collectors
 from loom.learner.confine import BIN, Confinement, disk_usage, process_group
+from loom.learner.prometheus import TIMEOUT_S, PrometheusCollector
 from loom.learner.shipper import Api, Shipper, write_json_atomic
 from loom.sandbox import environment, files, netns
 
@@ -260,6 +262,7 @@ class Learner:
 
     def process(self) -> int:
         self.mlflow = self._mlflow_endpoint()
+        self._scrape_in_the_jobs_network()
         env = self.environment()
         argv, before_exec = self._command()
         self.child = subprocess.Popen(
@@ -305,6 +308,19 @@ class Learner:
         if self.mlflow is not None:
             self.mlflow.close()
         return code
+
+    def _scrape_in_the_jobs_network(self) -> None:
+        """A metrics endpoint the learner serves (Katib's PrometheusMetric) is on its own
+        network: the collector's connections are made there."""
+        network = self.confined.network if self.confined is not None else None
+        if network is None:
+            return
+        for collector in self.file_collectors:
+            if isinstance(collector, PrometheusCollector):
+                address = (collector.host, collector.port)
+                collector.connect = lambda at=address: netns.inside(  # type: ignore[misc]
+                    network, lambda: socket.create_connection(at, timeout=TIMEOUT_S)
+                )
 
     def _mlflow_endpoint(self) -> mlflow_api.Endpoint | None:
         network = self.confined.network if self.confined is not None else None

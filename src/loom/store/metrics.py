@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, Select, Text, delete, func, select, type_coerce
+from sqlalchemy import ColumnElement, Select, Text, cast, delete, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from loom.store.logs import Row, delete_rows, insert_ignoring_duplicates
@@ -42,7 +42,10 @@ def count_points(session: Session, job_id: str) -> int:
 
 def usage_points(session: Session, job_id: str) -> tuple[int, int]:
     """A job's points and the characters of their values and x-axis values (as JSON)."""
-    size = func.length(MetricPoint.values) + func.coalesce(func.length(MetricPoint.etimes), 0)
+    # As text: PostgreSQL has no length() of a json value (SQLite's JSON is text already).
+    size = func.length(cast(MetricPoint.values, Text)) + func.coalesce(
+        func.length(cast(MetricPoint.etimes, Text)), 0
+    )
     query = select(func.count(), func.coalesce(func.sum(size), 0)).where(
         MetricPoint.job_id == job_id
     )

@@ -15,7 +15,7 @@ from starlette.background import BackgroundTask
 
 from loom.api.audit import AuditDep
 from loom.api.auth import PlatformDep, UserDep
-from loom.api.openapi import ZIP
+from loom.api.openapi import JSON_OR_MARKDOWN, ZIP
 from loom.api.platform import Platform
 from loom.api.schemas import PRINTABLE, iso
 from loom.domain.errors import Conflict
@@ -104,7 +104,7 @@ def show_version(name: str, ref: str, loom: PlatformDep, user: UserDep) -> dict[
     return version_json(version, name, loom.registry.summary(user.id, name).aliases, user.name)
 
 
-@router.get("/{name}/versions/{ref}/factsheet", response_model=None)
+@router.get("/{name}/versions/{ref}/factsheet", response_model=None, responses=JSON_OR_MARKDOWN)
 def show_factsheet(
     name: str,
     ref: str,
