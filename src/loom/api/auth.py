@@ -55,6 +55,12 @@ def _bearer(request: Request) -> str:
     raise Unauthorized("missing bearer token: send `Authorization: Bearer <token>`")
 
 
+def forwarded_authorization(request: Request) -> str:
+    """The caller's credential as an Authorization header, for a call the platform makes on
+    their behalf (to a deployment's endpoint): the web UI's session cookie is the token too."""
+    return f"Bearer {_bearer(request)}"
+
+
 def _usable(row: Token, now: float) -> None:
     if row.revoked_at is not None:
         raise Unauthorized(f"token {row.id} was revoked at {iso(row.revoked_at)}")

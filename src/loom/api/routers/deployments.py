@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from loom.api.audit import AuditDep
-from loom.api.auth import PlatformDep, UserDep
+from loom.api.auth import PlatformDep, UserDep, forwarded_authorization
 from loom.api.routers.monitoring import MonitoringIn
 from loom.api.schemas import PRINTABLE, iso
 from loom.serving.canary import CanaryChange
@@ -173,7 +173,7 @@ async def try_it(name: str, request: Request, loom: PlatformDep, user: UserDep) 
     UI's "try it". Call the deployment's own endpoint for anything more."""
     view = loom.deployments.get(user.id, name)
     body = await request.body()
-    authorization = request.headers.get("authorization", "")
+    authorization = forwarded_authorization(request)
     status, answer = await anyio.to_thread.run_sync(
         try_request, view["endpoint"], name, body, authorization
     )
@@ -185,7 +185,7 @@ async def model_metadata(name: str, request: Request, loom: PlatformDep, user: U
     """The served model's V2 metadata (name, platform, inputs, outputs), as its endpoint
     answers `GET /v2/models/{name}`."""
     view = loom.deployments.get(user.id, name)
-    authorization = request.headers.get("authorization", "")
+    authorization = forwarded_authorization(request)
     status, answer = await anyio.to_thread.run_sync(metadata, view["endpoint"], name, authorization)
     return Response(answer, status, media_type="application/json")
 
@@ -197,7 +197,7 @@ async def deployment_stats(
     """The endpoint's counters now (from its `/metrics`): requests by status, the latency
     histogram, requests in flight and waiting; two readings give a rate and percentiles."""
     view = loom.deployments.get(user.id, name)
-    authorization = request.headers.get("authorization", "")
+    authorization = forwarded_authorization(request)
     found: dict[str, Any] = await anyio.to_thread.run_sync(
         stats, view["endpoint"], name, authorization
     )
