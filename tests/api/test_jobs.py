@@ -110,6 +110,27 @@ def test_admin_token_never_reaches_the_learner(tmp_path: Path) -> None:
         srv.stop()
 
 
+def test_completed_follows_the_learners_exit_not_a_poll(tmp_path: Path) -> None:
+    """With the lifecycle's reconciling poll an hour apart, jobs still end as soon as their
+    learner does: the wrapper's outcome report changes the state, in one transaction when there
+    is no model, and with the registration just after when there is one."""
+    srv = Server(tmp_path / "home", LOOM_WATCHDOG_INTERVAL_S="3600").start()
+    try:
+        with srv.client() as client:
+            plain = submit(client, "echo done")
+            trained = submit(client, "mkdir -p $RESULT_DIR/model && echo w > $RESULT_DIR/model/w")
+            # Far less than the poll's hour: only the learners' reports can have ended them.
+            jobs = {job_id: wait_for_state(client, job_id, FINAL) for job_id in (plain, trained)}
+        assert {job["state"] for job in jobs.values()} == {"COMPLETED"}, jobs
+        plain_states = [event["state"] for event in jobs[plain]["history"]]
+        assert plain_states[-2:] == ["PROCESSING", "COMPLETED"], plain_states
+        trained_states = [event["state"] for event in jobs[trained]["history"]]
+        assert trained_states[-2:] == ["STORING", "COMPLETED"], trained_states
+        assert "registered model version 1" in jobs[trained]["status_message"], jobs[trained]
+    finally:
+        srv.stop()
+
+
 def test_log_paging_like_ffdl(seat: Seat) -> None:
     """pos is 1-based from the start, negative from the end; pagesize bounds the page."""
     with seat.client() as client:

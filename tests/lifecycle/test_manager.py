@@ -12,6 +12,7 @@ from loom.domain.manifest import load_manifest
 from loom.domain.resources import Resources
 from loom.launchers.fake import FakeLauncher
 from loom.lifecycle.manager import LifecycleManager
+from loom.lifecycle.workspace import Workspace
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
 from loom.store import jobs as job_rows
@@ -63,6 +64,12 @@ class Rig:
     def handles(self, job_id: str) -> list[str]:
         with self.db.session() as session:
             return [lr.handle for lr in job_rows.learners_of(session, job_id)]
+
+    def write_model(self, job_id: str) -> None:
+        """What a learner that trained a model leaves: a file in RESULT_DIR/model/."""
+        model = Workspace(self.settings.jobs_dir, job_id).results / "model"
+        model.mkdir(parents=True, exist_ok=True)
+        (model / "weights.bin").write_bytes(b"w")
 
 
 @pytest.fixture
@@ -287,6 +294,7 @@ def test_completed_only_once_the_model_is_registered(rig: Rig, fail: bool) -> No
     job_id = rig.submit()
     rig.manager.step()
     (handle,) = rig.handles(job_id)
+    rig.write_model(job_id)
     rig.launcher.finish(handle, {"state": "COMPLETED", "exit_code": 0})
     rig.manager.step()
     assert registry.seen == ["STORING"]
@@ -297,6 +305,39 @@ def test_completed_only_once_the_model_is_registered(rig: Rig, fail: bool) -> No
     assert states[-2:] == ["STORING", "COMPLETED"]
     expected = "could not be registered" if fail else "registered model version 3"
     assert expected in job.status_message
+
+
+def test_a_job_with_nothing_to_register_completes_with_its_learners(rig: Rig) -> None:
+    """A job that left no model and no evaluations completes in the transaction that applied
+    its learner's outcome: no STORING round, no registry call, no step needed."""
+    registry = RecordingRegistry(rig)
+    rig.manager.registry = registry  # type: ignore[assignment]
+    job_id = rig.submit()
+    rig.manager.step()
+    rig.manager.report(job_id, 1, 1, {"state": "PROCESSING"})
+    rig.manager.report(job_id, 1, 1, {"state": "COMPLETED", "exit_code": 0})
+    assert rig.state(job_id) == "COMPLETED"
+    assert registry.seen == []
+    with rig.db.session() as session:
+        states = [e.state for e in job_rows.history(session, job_id)]
+    assert states == ["QUEUED", "PENDING", "PROCESSING", "COMPLETED"]
+
+
+def test_an_outcome_wakes_the_loop_and_progress_does_not(rig: Rig) -> None:
+    """A learner's report changes its job's state in the call that carries it; only an outcome
+    (which frees resources for the queue) wakes the lifecycle's loop, progress never does."""
+    woken: list[str] = []
+    rig.manager.on_wake = lambda: woken.append("wake")
+    job_id = rig.submit()
+    rig.manager.step()
+    woken.clear()
+    for state in ("DOWNLOADING", "PROCESSING", "STORING"):
+        rig.manager.report(job_id, 1, 1, {"state": state})
+        assert rig.state(job_id) == state
+    assert woken == []
+    rig.manager.report(job_id, 1, 1, {"state": "COMPLETED", "exit_code": 0})
+    assert rig.state(job_id) == "COMPLETED"
+    assert woken == ["wake"]
 
 
 def test_credentials_are_stored_sealed_and_opened_only_to_launch(rig: Rig) -> None:
@@ -329,6 +370,7 @@ def test_a_job_left_storing_is_finished_by_the_next_step(
     job_id = rig.submit()
     rig.manager.step()
     (handle,) = rig.handles(job_id)
+    rig.write_model(job_id)
     rig.launcher.finish(handle, {"state": "COMPLETED", "exit_code": 0})
     real, calls = rig.manager._register, []
 

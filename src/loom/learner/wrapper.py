@@ -97,9 +97,10 @@ class Learner:
         self._building: threading.Event | None = None
 
     # -- status -----------------------------------------------------------------------------
-    def set_state(self, state: str, **extra: Any) -> dict[str, Any]:
+    def set_state(self, state: str, *, tell: bool = True, **extra: Any) -> dict[str, Any]:
         """Record where the learner is (status file first, it is what survives) and tell the
-        platform: progress in the background, the outcome by the caller."""
+        platform: progress in the background (unless `tell` is false), the outcome by the
+        caller."""
         status = {"state": state, "time": time.time(), "pid": os.getpid(), **extra}
         if self.child is not None:
             status["child_pgid"] = self.child.pid
@@ -108,7 +109,7 @@ class Learner:
         status["last_seq"] = self.shipper.seq
         status["last_mseq"] = self.shipper.mseq
         write_json_atomic(self.status_file, status)
-        if not _final(state):
+        if tell and not _final(state):
             self.shipper.status(status)
         return status
 
@@ -415,6 +416,13 @@ class Learner:
             if store["type"] == "s3" and store.get("results_bucket"):
                 self._upload(store, results)
 
+    def _stores_elsewhere(self) -> bool:
+        """Whether `store` sends the results anywhere but RESULT_DIR: through the API, to a
+        data store's folder or to a bucket."""
+        stores = self.spec.get("data_stores", [])
+        targets = (s.get("results_dir") or s.get("results_bucket") for s in stores)
+        return self.transfer is not None or any(targets)
+
     def _upload(self, store: dict[str, Any], results: Path) -> None:
         """Results go to `<results bucket>/<job id>/`; an unreachable store is retried for as
         long as the learner keeps resending anything (LOOM_LEARNER_RETRY_S)."""
@@ -494,7 +502,9 @@ class Learner:
                     error_code=MEMORY_EXCEEDED,
                     message=self._memory_message(),
                 )
-            self.set_state("STORING", exit_code=code)
+            # Said to the platform only when the results go somewhere (it can take a while):
+            # else the outcome follows at once, and a report of its own would only delay it.
+            self.set_state("STORING", tell=self._stores_elsewhere(), exit_code=code)
             self.shipper.sync()
             self.store()
         except StepFailed as exc:

@@ -48,7 +48,7 @@ from loom.lifecycle.admission import (
 )
 from loom.lifecycle.attempt import Attempt, gang_of
 from loom.lifecycle.environments import check_learner_image, plan_for, spec_section
-from loom.lifecycle.registration import register_model
+from loom.lifecycle.registration import has_results_to_register, register_model
 from loom.lifecycle.scheduler import allocate_devices
 from loom.lifecycle.ticker import Ticker
 from loom.lifecycle.workspace import Workspace, api_certificates
@@ -257,14 +257,19 @@ class LifecycleManager:
         self.wake()
 
     def report(self, job_id: str, attempt: int, learner_id: int, report: dict[str, Any]) -> None:
-        """A learner's wrapper says where it is."""
+        """A learner's wrapper says where it is. Its outcome is applied here, in the request
+        that carries it (the job's state changes now, not at the next tick); only an outcome
+        wakes the loop, for what it frees (resources for the queue, a gang to restart):
+        progress frees nothing, and a step run for it would hold the lock the learner's next
+        report waits on."""
         with self._lock, self._session() as session:
             job = self._job(session, job_id)
             learner = job_rows.get_learner(session, job_id, attempt, learner_id)
             if learner is None:
                 raise Conflict(f"job {job_id} has no learner {learner_id} in attempt {attempt}")
             self._apply(session, job, learner, report)
-        self.wake()
+        if report.get("state") in TERMINAL_STATES:
+            self.wake()
 
     def heartbeat(self, job_id: str, attempt: int, learner_id: int) -> None:
         """A learner's wrapper is alive and can reach the platform."""
@@ -415,9 +420,14 @@ class LifecycleManager:
         if new == JobState.FAILED:
             self._gang_failed(session, job, learners)
             return
-        if new == JobState.COMPLETED and self.registry is not None:
+        if (
+            new == JobState.COMPLETED
+            and self.registry is not None
+            and has_results_to_register(self.settings, job.id)
+        ):
             # Completed once its model is registered, just after this commit: a client that
             # sees COMPLETED finds the version. STORING until then (again after a crash).
+            # A job that left nothing to register completes in this transaction instead.
             if job.state != JobState.STORING.value:
                 self._transition(session, job, JobState.STORING, "registering the model")
             self._local.completed.append(job.id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from typing import Any
 
 from loom.domain.errors import PayloadTooLarge
@@ -46,6 +47,22 @@ def register_model(
         log.exception("registering the model of job %s failed", job_id)
         message += "; its model could not be registered (see the platform log)"
     return message
+
+
+def has_results_to_register(settings: Settings, job_id: str) -> bool:
+    """Whether a completed job left anything for `register_model`: an entry in
+    `RESULT_DIR/model/` or an evaluation record (two looks at the platform's disk, so that a
+    job without either completes in the transaction that saw its learners end)."""
+    results = Workspace(settings.jobs_dir, job_id).results
+    try:
+        with os.scandir(results / "model") as entries:
+            if next(entries, None) is not None:
+                return True
+    except NotADirectoryError:
+        return True  # not a folder: what `register` makes of it is its own to say
+    except OSError:
+        pass  # no model folder
+    return os.path.lexists(results / evaluations.FILE)
 
 
 def model_cap(settings: Settings, original: dict[str, Any]) -> int | None:
