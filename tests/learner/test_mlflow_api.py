@@ -154,3 +154,14 @@ def test_a_negative_length_is_refused_not_read(forwarding: Any) -> None:
         answer = conn.recv(200)
     assert answer.split(b"\r\n", 1)[0].endswith(b" 400 Bad Request"), answer
     assert platform.seen == []
+
+
+def test_close_stops_the_endpoint_at_once(forwarding: Any) -> None:
+    """`close` (which the learner's end waits for) wakes the serving thread rather than waiting
+    for a poll: when it returns, the thread has ended and no connection is taken any more."""
+    endpoint, _platform = forwarding
+    port = int(endpoint.url.rsplit(":", 1)[1])
+    endpoint.close()
+    assert not endpoint.thread.is_alive()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()

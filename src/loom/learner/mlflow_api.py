@@ -12,8 +12,11 @@ the code names another; the code cannot change another job's runs.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import secrets
+import selectors
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,10 +42,11 @@ class Endpoint:
         handler = _handler(connect, self.token)
         self.server = _BoundedServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
-        # Polled often: the learner's end waits for `shutdown`, which waits for a poll.
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self.server.timeout = 0  # `handle_request` is called once a connection waits
+        # Woken, not polled: the learner's end waits for `close`, which returns at once.
+        self._stopping = threading.Event()
+        self._wake, self._woken = socket.socketpair()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
 
     @property
     def url(self) -> str:
@@ -56,9 +60,25 @@ class Endpoint:
         self.thread.start()
         return self
 
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.server, selectors.EVENT_READ)
+            selector.register(self._woken, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                for key, _events in selector.select():
+                    if key.fileobj is self.server and not self._stopping.is_set():
+                        self.server.handle_request()
+
     def close(self) -> None:
-        self.server.shutdown()
+        """Stop taking connections, now (those being forwarded end with the process)."""
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._wake.send(b"x")
+        if self.thread.ident is not None:
+            self.thread.join()
         self.server.server_close()
+        self._wake.close()
+        self._woken.close()
 
 
 class _BoundedServer(ThreadingHTTPServer):

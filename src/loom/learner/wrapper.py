@@ -416,6 +416,13 @@ class Learner:
             if store["type"] == "s3" and store.get("results_bucket"):
                 self._upload(store, results)
 
+    def _fetches_elsewhere(self) -> bool:
+        """Whether getting ready takes more than unpacking the code zip: an environment to
+        build or reuse, the code through the API, data from a bucket."""
+        stores = self.spec.get("data_stores", [])
+        buckets = (s["type"] == "s3" and s.get("bucket") for s in stores)
+        return bool(self.spec.get("environment")) or self.transfer is not None or any(buckets)
+
     def _stores_elsewhere(self) -> bool:
         """Whether `store` sends the results anywhere but RESULT_DIR: through the API, to a
         data store's folder or to a bucket."""
@@ -474,7 +481,9 @@ class Learner:
     def run(self) -> int:
         self.shipper.start()
         try:
-            self.set_state("DOWNLOADING")
+            # Said to the platform only when there is more to do than unpack the code (the
+            # status file says it either way, for the platform's poll to find if it lasts).
+            self.set_state("DOWNLOADING", tell=self._fetches_elsewhere())
             self.prepare()
             if self.halting:
                 return self._finish("HALTED", message="halted by request")
