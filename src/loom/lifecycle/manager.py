@@ -381,9 +381,11 @@ class LifecycleManager:
             learner.exit_code = int(report["exit_code"])
         learner.error_code = report.get("error_code") or learner.error_code
         learner.message = str(report.get("message") or learner.message or "")
+        ended_before = job.state in TERMINAL_STATES
         if learner.attempt == job.attempt:
             self._follow_learners(session, job)
-        if new in TERMINAL_STATES and JobState(job.state) in TERMINAL_STATES:
+        # A job that ends with this report has had its tokens looked at by its transition.
+        if new in TERMINAL_STATES and ended_before:
             self._revoke_when_done(session, job)
 
     def _revoke_when_done(self, session: Session, job: Job) -> None:
