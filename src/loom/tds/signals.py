@@ -34,18 +34,54 @@ class JobSignals:
             except RuntimeError:  # that loop is closed
                 continue
 
-    async def wait(self, job_id: str, timeout: float) -> bool:
-        """True if notified before the timeout."""
+    def listen(self, job_id: str) -> Listener:
+        """Listen from now on (in an event loop): a follower that listens before it looks at
+        what is stored misses nothing stored meanwhile, where one that looked first and waited
+        after would sleep through it until its timeout."""
         entry = (asyncio.get_running_loop(), asyncio.Event())
         with self._lock:
             self._waiters[job_id].add(entry)
+        return Listener(self, job_id, entry)
+
+    async def wait(self, job_id: str, timeout: float) -> bool:
+        """True if notified before the timeout (from now: see `listen`)."""
+        with self.listen(job_id) as listener:
+            return await listener.wait(timeout)
+
+    def _drop(self, job_id: str, entry: tuple[asyncio.AbstractEventLoop, asyncio.Event]) -> None:
+        with self._lock:
+            waiters = self._waiters.get(job_id)
+            if waiters is not None:
+                waiters.discard(entry)
+                if not waiters:
+                    del self._waiters[job_id]
+
+
+class Listener:
+    """One follower's ear on one job, from `JobSignals.listen` until it is closed."""
+
+    def __init__(
+        self,
+        signals: JobSignals,
+        job_id: str,
+        entry: tuple[asyncio.AbstractEventLoop, asyncio.Event],
+    ) -> None:
+        self._signals, self._job_id, self._entry = signals, job_id, entry
+
+    async def wait(self, timeout: float) -> bool:
+        """True once notified since `listen` (at once if it already was), False at the
+        timeout."""
         try:
-            await asyncio.wait_for(entry[1].wait(), timeout)
+            await asyncio.wait_for(self._entry[1].wait(), timeout)
             return True
         except TimeoutError:
             return False
-        finally:
-            with self._lock:
-                self._waiters[job_id].discard(entry)
-                if not self._waiters[job_id]:
-                    del self._waiters[job_id]
+
+    def close(self) -> None:
+        self._signals._drop(self._job_id, self._entry)
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

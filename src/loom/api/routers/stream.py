@@ -95,25 +95,27 @@ async def follow(
     last_write = time.monotonic()
     told: tuple[str | None, str] | None = None
     while True:
-        state, note = await anyio.to_thread.run_sync(_job_state, loom, job_id)
-        if wanted.states and state is not None and (state, note) != told:
-            told = (state, note)
-            yield _event("state", {"state": state, "message": note})
-        events = await anyio.to_thread.run_sync(_next, loom, job_id, cursor, wanted)
-        for kind, row in events:
-            if kind == "line":
-                cursor.line = row.id
-                yield _event(kind, line_json(row), cursor)
-            else:
-                cursor.point = row.id
-                yield _event(kind, point_json(row), cursor)
-        if events:
-            last_write = time.monotonic()
-            continue
-        if state is None or state in TERMINAL_STATES:
-            yield _event("end", {"job_id": job_id, "state": state or "DELETED"})
-            return
-        await loom.signals.wait(job_id, timeout=STATE_POLL_S if wanted.states else KEEPALIVE_S)
+        # Listening before looking: what is stored while we look wakes the wait below.
+        with loom.signals.listen(job_id) as listener:
+            state, note = await anyio.to_thread.run_sync(_job_state, loom, job_id)
+            if wanted.states and state is not None and (state, note) != told:
+                told = (state, note)
+                yield _event("state", {"state": state, "message": note})
+            events = await anyio.to_thread.run_sync(_next, loom, job_id, cursor, wanted)
+            for kind, row in events:
+                if kind == "line":
+                    cursor.line = row.id
+                    yield _event(kind, line_json(row), cursor)
+                else:
+                    cursor.point = row.id
+                    yield _event(kind, point_json(row), cursor)
+            if events:
+                last_write = time.monotonic()
+                continue
+            if state is None or state in TERMINAL_STATES:
+                yield _event("end", {"job_id": job_id, "state": state or "DELETED"})
+                return
+            await listener.wait(STATE_POLL_S if wanted.states else KEEPALIVE_S)
         if time.monotonic() - last_write >= KEEPALIVE_S:
             last_write = time.monotonic()
             yield ": keep-alive\n\n"

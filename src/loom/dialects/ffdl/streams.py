@@ -61,14 +61,15 @@ async def follow(loom: Platform, job_id: str, read: Reader, *, live: bool) -> As
     """Batches of newline-ended records: those stored, then (when `live`) those to come."""
     cursor = 0
     while True:
-        state = await anyio.to_thread.run_sync(_state, loom, job_id)
-        cursor, batch = await anyio.to_thread.run_sync(read, loom, job_id, cursor)
-        if batch:
-            yield "".join(f"{text}\n" for text in batch)
-            continue
-        if not live or state is None or state in TERMINAL_STATES:
-            return
-        await loom.signals.wait(job_id, timeout=WAIT_S)
+        with loom.signals.listen(job_id) as listener:  # before looking: nothing stored is missed
+            state = await anyio.to_thread.run_sync(_state, loom, job_id)
+            cursor, batch = await anyio.to_thread.run_sync(read, loom, job_id, cursor)
+            if batch:
+                yield "".join(f"{text}\n" for text in batch)
+                continue
+            if not live or state is None or state in TERMINAL_STATES:
+                return
+            await listener.wait(WAIT_S)
 
 
 def wants_websocket(headers: Any) -> bool:
