@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +59,28 @@ def test_uids_are_stable_per_job_and_in_their_range() -> None:
     assert uid_for("training-a", base) == uid_for("training-a", base)
     assert uid_for("training-a", base) != uid_for("training-b", base)
     assert base <= uid_for("training-a", base) < base + 2**24
+
+
+def test_single_files_are_copied_in_from_descriptors(tmp_path: Path) -> None:
+    """With `copied`, a view's single files (its own passwd, the host's /etc files) come from
+    descriptors opened read-only, shown 0644; folders and links are still bound read-only."""
+    passwd = tmp_path / "sandbox-passwd"
+    passwd.write_text("root:x:0:0::/:/bin/false\n")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    view = bwrap.View(uid=1500000001, files={"/etc/passwd": str(passwd), "/opt/b": str(shims)})
+    copied: list[int] = []
+    try:
+        argv = bwrap.command(view, ["true"], copied=copied)
+        by_target = {dest: int(fd) for fd, dest in pairs(argv, "--file")}
+        assert set(by_target.values()) == set(copied)
+        assert os.read(by_target["/etc/passwd"], 100) == passwd.read_bytes()
+        at = argv.index("--file")
+        assert argv[at - 2 : at] == ["--perms", "0644"]
+        bound = pairs(argv, "--ro-bind")
+        assert (str(shims), "/opt/b") in bound
+        assert all(Path(src).is_dir() or Path(src).is_symlink() for src, _dest in bound)
+        assert "--file" not in bwrap.command(view, ["true"])  # without `copied`: all bound
+    finally:
+        for fd in copied:
+            os.close(fd)

@@ -55,7 +55,9 @@ class Confinement:
             limits = (self.spec.get("cpus"), self.spec.get("memory"), self.spec.get("pids"))
             self.group = make_cgroup(name, *limits)
 
-    def argv(self, command: str, cwd: str, shims: Path) -> list[str]:
+    def argv(self, command: str, cwd: str, shims: Path, copied: list[int]) -> list[str]:
+        """bwrap's command line; the descriptors of the files it copies into the view are added
+        to `copied` (for `pass_fds`, closed by the caller once bwrap has started)."""
         view = bwrap.View(
             uid=self.uid,
             # Folders that do not exist (an empty data store's) cannot be shown.
@@ -71,7 +73,9 @@ class Confinement:
             cwd=cwd,
             cgroup=self.group.shown() if self.group is not None else {},
         )
-        return bwrap.command(view, ["/bin/bash", "-c", command], bwrap=self.spec["bwrap"])
+        return bwrap.command(
+            view, ["/bin/bash", "-c", command], bwrap=self.spec["bwrap"], copied=copied
+        )
 
     def enter(self) -> None:
         """In the forked child, before exec: join the cgroup (as root, while it still can) and

@@ -249,8 +249,9 @@ class Learner:
         fetched.append(self.dirs["CHECKPOINT_DIR"])
         return fetched + [Path(s["download_dir"]) for s in stores if s.get("download_dir")]
 
-    def _command(self) -> tuple[list[str], Callable[[], None] | None]:
-        """The argv that runs the user's command, and what the child does before exec."""
+    def _command(self, copied: list[int]) -> tuple[list[str], Callable[[], None] | None]:
+        """The argv that runs the user's command, and what the child does before exec; the
+        descriptors the sandbox copies files from are added to `copied`."""
         command, cwd = self.spec["command"], str(self.dirs["MODEL_DIR"])
         if self.confined is None:
             return ["/bin/bash", "-c", command], _before_exec(self.storage_limit, None)
@@ -258,24 +259,30 @@ class Learner:
             self.confined.prepare(self.dirs["MODEL_DIR"], self._fetched())
         except netns.NetnsUnavailable as exc:  # never started outside it instead
             raise StepFailed(INTERNAL, f"the learner could not be started: {exc}") from exc
-        argv = self.confined.argv(command, cwd, self.private / "bin")
+        argv = self.confined.argv(command, cwd, self.private / "bin", copied)
         return argv, _before_exec(self.storage_limit, self.confined.enter)
 
     def process(self) -> int:
         self.mlflow = self._mlflow_endpoint()
         self._scrape_in_the_jobs_network()
         env = self.environment()
-        argv, before_exec = self._command()
-        self.child = subprocess.Popen(
-            argv,
-            cwd=self.dirs["MODEL_DIR"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=before_exec,  # noqa: PLW1509 (a few plain syscalls: joins a cgroup)
-        )
+        copied: list[int] = []
+        try:
+            argv, before_exec = self._command(copied)
+            self.child = subprocess.Popen(
+                argv,
+                cwd=self.dirs["MODEL_DIR"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=before_exec,  # noqa: PLW1509 (a few plain syscalls: joins a cgroup)
+                pass_fds=copied,  # bwrap's to read; it closes them before the command runs
+            )
+        finally:
+            for fd in copied:  # the child has its own
+                os.close(fd)
         if self.halting:  # the halt arrived while the command was starting
             self._signal(signal.SIGTERM)
         readers = [
