@@ -78,6 +78,11 @@ class LocalLauncher:
     def capacity(self) -> Resources:
         return self._capacity
 
+    def warm(self) -> None:
+        """Start the spawner now, in the background: a platform's first learner then does not
+        wait for its interpreter and imports (a quarter to most of a second on two cores)."""
+        threading.Thread(target=self._spawner.warm, name="spawner-warm", daemon=True).start()
+
     def launch(self, learners: list[LearnerLaunch]) -> None:
         network = self._job_network(learners)
         for learner in learners:
@@ -272,6 +277,11 @@ class Spawner:
                 )
             self._channel = ours
         return self._channel
+
+    def warm(self) -> None:
+        """Have the spawner running; if it cannot start, the first launch says why."""
+        with self._lock, suppress(OSError):
+            self._running()
 
     def spawn(
         self, spec_file: str, token: str, secrets: dict[str, dict[str, str]], log: str

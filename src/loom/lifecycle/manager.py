@@ -105,7 +105,11 @@ class LifecycleManager:
 
     # -- running -----------------------------------------------------------------------------
     def start(self) -> None:
-        """Lead: find the unfinished jobs' learners again, then run the loop."""
+        """Lead: find the unfinished jobs' learners again, then run the loop. A launcher that
+        can get ready for the first job beforehand (`warm`: the local one's spawner) does."""
+        warm = getattr(self.launcher, "warm", None)
+        if callable(warm):
+            warm()
         self.reconcile()
         self._ticker.start()
 
