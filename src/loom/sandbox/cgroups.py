@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,7 @@ class Cgroup:
         """SIGKILL every process in the group until it is empty; True once it is."""
         kill_file = self._main / "cgroup.kill"
         deadline = time.monotonic() + timeout_s
+        pauses = _pauses(0.01)
         while True:
             if not self.pids():
                 return True
@@ -91,20 +93,24 @@ class Cgroup:
                 self.signal(signal.SIGKILL)
             if time.monotonic() > deadline:
                 return False
-            time.sleep(0.01)
+            time.sleep(next(pauses))
 
     def remove(self) -> None:
         """Kill what is left and remove the group's folders."""
         self.kill()
         for path in self.paths:
-            for _ in range(50):  # the kernel may need a moment after the last exit
+            deadline = time.monotonic() + 1.0  # the kernel may need a moment after the last exit
+            pauses = _pauses(0.02)
+            while True:
                 try:
                     path.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.02)
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(next(pauses))
 
     def oom_killed(self) -> int:
         """How many of the group's processes the kernel's OOM killer stopped."""
@@ -244,3 +250,13 @@ def _v1(root: Path) -> CgroupDriver:
             raise CgroupUnavailable(f"cannot create {loom}: {exc}") from exc
         roots.append(loom)
     return CgroupDriver(1, roots)
+
+
+def _pauses(longest: float) -> Iterator[float]:
+    """Waits for the kernel to finish a learner's exit: 1 ms, then doubling up to `longest`.
+    It usually needs far less than `longest`, which a fixed pause made the learner's outcome
+    wait for in full (cgroup v1 has no event for a group that emptied)."""
+    pause = 0.001
+    while True:
+        yield pause
+        pause = min(pause * 2, longest)
