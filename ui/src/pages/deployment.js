@@ -1,15 +1,23 @@
 // #/deployments/<name>: a deployment's state, replicas, traffic and scale settings, refreshed
-// every 2 s, and a "try it" form that sends one V2 inference request through the API.
+// every 2 s, its monitoring (drift over time, outliers), and a "try it" form that sends one V2
+// inference request through the API.
 import { useEffect, useState } from "preact/hooks";
-import { ApiError, api, path } from "../api.js";
+import { ApiError, api, path, query } from "../api.js";
 import { Badge, ConfirmDialog, ErrorNote, Loading, TableBox, orDash } from "../components.js";
-import { count, json, plural, when } from "../format.js";
+import { count, json, metric, plural, when } from "../format.js";
 import { useInterval, useResource, useTitle } from "../hooks.js";
 import { html } from "../html.js";
 import { go, href } from "../router.js";
 import { REFRESH_MS, versionText } from "./deployments.js";
 import { exampleRequest } from "../infer.js";
 import { traffic } from "../traffic.js";
+import { featuresText, verdictText } from "../drift.js";
+import { DriftHistory } from "./drift-history.js";
+
+// A detector judges a window of hundreds of requests at a time: its verdicts come seconds or
+// minutes apart.
+const DRIFT_REFRESH_MS = 10_000;
+const DRIFT_WINDOWS = 200;
 
 function Facts({ d }) {
   return html`<dl class="facts">
@@ -103,6 +111,45 @@ function Requests({ d }) {
         <tfoot><tr><th scope="row">All</th><td class="num">${count(d.requests || 0)}</td></tr></tfoot>
       </table>
     <//>`}
+  </section>`;
+}
+
+/** What the deployment watches for, and how its detector is doing. */
+function watchedText(m) {
+  const what = [m.drift && "drift", m.outliers && "outliers"].filter(Boolean).join(" and ");
+  const payloads = m.payloads?.rate ? `; ${metric(m.payloads.rate * 100)}% of payloads kept` : "";
+  return `${what ? `Watching for ${what}` : "Not testing for drift or outliers"}, in windows of ${count(m.window)} requests${payloads}.`;
+}
+
+function Monitoring({ d }) {
+  const { data, error, reload } = useResource(
+    (signal) => api(`/v1/deployments/${path(d.name)}/drift${query({ limit: DRIFT_WINDOWS })}`, { signal }),
+    [d.name],
+  );
+  useInterval(reload, DRIFT_REFRESH_MS);
+  const m = d.monitoring;
+  const status = m?.status;
+  const history = data?.history || [];
+  return html`<section>
+    <h2>Monitoring</h2>
+    ${m
+      ? html`<p>${watchedText(m)}</p>
+        ${status && html`<p>Detector: <${Badge} state=${status.state} />${status.message && html` <span class="message">${status.message}</span>`}</p>`}`
+      : html`<p class="hint">Not monitored${history.length ? " now; the windows below were tested before" : ""}. <code
+          >loom deployments update ${d.name} --monitor</code> tests its requests for drift and outliers against the
+          version's reference data (<code>tracking.save_reference</code>).</p>`}
+    <${ErrorNote} error=${error} />
+    ${data && (m || history.length > 0) && html`<p class=${data.drift ? "drift-verdict drifted" : "drift-verdict"}>${verdictText(data)}</p>
+      ${data.at && html`<dl class="facts" aria-label="The last window">
+        <div><dt>Drift</dt><dd>${data.drift ? `yes: ${featuresText(data)}` : "no"}</dd></div>
+        <div><dt>Score</dt><dd>${metric(data.score)}</dd></div>
+        <div><dt>p-value</dt><dd>${metric(data.p_value)}</dd></div>
+        <div><dt>Window</dt><dd>${plural(data.window || 0, "request")}</dd></div>
+        <div><dt>Version</dt><dd>v${data.version}</dd></div>
+        <div><dt>Tested</dt><dd>${when(data.at)}</dd></div>
+      </dl>`}
+      <${DriftHistory} windows=${history} label=${`Drift of ${d.name} over time: score, p-value, drifted windows and outliers per window`}
+        caption="Windows of requests tested for drift" />`}
   </section>`;
 }
 
@@ -228,6 +275,7 @@ export function DeploymentPage({ name }) {
       <${Replicas} d=${d} />
       <${Requests} d=${d} />
     </div>
+    <${Monitoring} d=${d} />
     <${Scale} d=${d} onSaved=${reload} />
     <${TryIt} d=${d} />
     ${deleting &&
