@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from loom.client import LoomClient
+from loom.pipelines.triggers import list_objects
 from tests.conftest import Server, eventually
 
 pytestmark = pytest.mark.integration
@@ -97,3 +98,22 @@ def test_a_new_object_under_an_s3_prefix_starts_a_run(tenant: LoomClient, s3: An
                   "secret_access_key": s3.secret}  # fmt: skip
     fired = fires_once_on_new_data(tenant, f"s3://{bucket}/incoming/", add, connection=connection)
     assert s3.secret not in str(fired)
+
+
+@pytest.mark.s3
+def test_an_s3_trigger_never_lists_with_the_platforms_credentials(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Credentials the platform's own environment holds are not used for a trigger given none:
+    its listing is anonymous (refused by a store that asks for credentials), so a user cannot
+    watch a bucket only the platform may read; with the trigger's own it lists the prefix."""
+    bucket = f"private-{uuid.uuid4().hex[:8]}"
+    s3.client().create_bucket(Bucket=bucket)
+    s3.client().put_object(Bucket=bucket, Key="incoming/a.csv", Body=b"1\n")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3.key)  # as the platform's machine might have
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3.secret)
+    url = f"s3://{bucket}/incoming/"
+    with pytest.raises(OSError):
+        list_objects(url, {"endpoint_url": s3.endpoint})
+    own = {"endpoint_url": s3.endpoint, "access_key_id": s3.key, "secret_access_key": s3.secret}
+    assert list_objects(url, own) == [f"{bucket}/incoming/a.csv"]
