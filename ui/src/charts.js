@@ -304,8 +304,13 @@ export function driftOption({ score, pValue, drifted, outliers }) {
   };
 }
 
-/** A deployment's or a version's drift windows; `windows` as the API gives them. */
+/** A deployment's or a version's drift windows; `windows` as the API gives them. Redrawn in
+ * place when new windows come (every few seconds on a deployment's page), keeping the zoom. */
 export function DriftChart({ label, windows }) {
-  const option = useMemo(() => driftOption(driftSeries(windows)), [windows]);
-  return html`<${OptionChart} label=${label} option=${option} testid="drift-chart" />`;
+  const box = useRef(null);
+  const chart = useChart(box);
+  useEffect(() => {
+    chart.current.setOption(driftOption(driftSeries(windows)), { replaceMerge: ["series"] });
+  }, [windows]);
+  return html`<div class="chart" ref=${box} data-testid="drift-chart" role="img" aria-label=${label}></div>`;
 }
