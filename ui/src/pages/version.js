@@ -84,7 +84,8 @@ function Drift({ sheet }) {
   const drift = sheet.drift || {};
   return html`<section>
     <h2>Drift in service</h2>
-    <p>${driftedText(drift.drifted || 0, drift.windows || 0)}${drift.windows > (drift.last?.length || 0) ? `; the newest ${drift.last.length} are shown` : ""}.</p>
+    ${drift.windows > 0 &&
+    html`<p>${driftedText(drift.drifted || 0, drift.windows)}${drift.windows > (drift.last?.length || 0) ? `; the newest ${drift.last.length} are shown` : ""}.</p>`}
     <${DriftHistory} windows=${drift.last || []} deployments=${true}
       label=${`Drift of ${sheet.model} v${sheet.version} over time: score, p-value, drifted windows and outliers per window`}
       caption=${`Windows of requests to v${sheet.version}`} />
