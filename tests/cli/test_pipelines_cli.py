@@ -485,8 +485,10 @@ def test_schedule_refuses_bad_input_before_sending(fake: FakeLoom, tmp_path: Pat
 
 
 def test_schedule_on_drift_or_on_new_data_without_a_cron(fake: FakeLoom, tmp_path: Path) -> None:
-    """`--on-drift` and `--on-new-data` send the trigger (no cron needed), the answer says what
-    the schedule waits for, and two triggers at once are refused before anything is sent."""
+    """`--on-drift` and `--on-new-data` (with credentials from a file) send the trigger (no cron
+    needed), the answer says what the schedule waits for (never the credentials), and two
+    triggers at once, or credentials without a data trigger, are refused before anything is
+    sent."""
     spec = tmp_path / "pipeline.yml"
     spec.write_text("name: p\nsteps: []\n")
     made = pipelines("schedule", str(spec), "--name", "retrain", "--on-drift", "digits",
@@ -506,6 +508,23 @@ def test_schedule_on_drift_or_on_new_data_without_a_cron(fake: FakeLoom, tmp_pat
                      "--on-new-data", "s3://b/")  # fmt: skip
     assert both.exit_code == 2 and "one trigger a schedule" in both.stderr
     assert len(fake.calls) == 2
+    secrets = tmp_path / "s3.yml"
+    secrets.write_text("endpoint_url: http://s3:9000\naccess_key_id: AK\nsecret_access_key: SK\n")
+    made = pipelines("schedule", str(spec), "--name", "s3", "--on-new-data", "s3://b/in/",
+                     "--connection-file", str(secrets))  # fmt: skip
+    assert made.exit_code == 0 and "SK" not in made.output, made.output
+    given = {"endpoint_url": "http://s3:9000", "access_key_id": "AK", "secret_access_key": "SK"}
+    assert fake.triggers[-1] == {
+        "new_data": {"url": "s3://b/in/", "poll_s": 60.0, "connection": given}
+    }
+    alone = pipelines("schedule", str(spec), "--name", "n", "--cron", "@daily",
+                      "--connection-file", str(secrets))  # fmt: skip
+    assert alone.exit_code == 2 and "goes with --on-new-data" in alone.stderr
+    secrets.write_text("- a list\n")
+    bad = pipelines("schedule", str(spec), "--name", "n", "--on-new-data", "s3://b/",
+                    "--connection-file", str(secrets))  # fmt: skip
+    assert bad.exit_code == 2 and "a mapping" in bad.stderr
+    assert len(fake.calls) == 3
     drift = SCHEDULE | {"cron": "", "trigger": {"drift": {"deployment": "digits"}}}
     shown = Console(width=200, record=True)
     shown.print(schedules_table([drift, PAUSED]))

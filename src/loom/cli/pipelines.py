@@ -431,17 +431,28 @@ def schedule(
         typer.Option(
             "--on-new-data",
             metavar="URL",
-            help="also run when a new object appears under this host folder or s3://BUCKET/PREFIX "
-            "(an S3 prefix that needs credentials: the Python client's `trigger`)",
+            help="also run when a new object appears under this host folder or s3://BUCKET/PREFIX",
         ),
     ] = None,
     poll: Annotated[
         float, typer.Option("--poll", help="--on-new-data: list it every SECONDS")
     ] = 60.0,
+    connection_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--connection-file",
+            help="--on-new-data: a YAML or JSON file of the S3 prefix's credentials "
+            "(endpoint_url, access_key_id, secret_access_key), sealed by the platform",
+        ),
+    ] = None,
 ) -> None:
     """Run a pipeline at each time of a cron (UTC), or when a deployment drifts, or when new
     data arrives, with its own copy of the spec, code and parameters."""
     trigger = _trigger(on_drift, cooldown, on_new_data, poll)
+    if connection_file is not None:
+        if trigger is None or "new_data" not in trigger:
+            _usage("--connection-file goes with --on-new-data")
+        trigger["new_data"]["connection"] = _connection(connection_file)
     if cron or trigger is None:
         _check_cron(cron)
     spec, code_zip, parameters = _inputs(file, code, param)
@@ -471,6 +482,17 @@ def _trigger(
     if on_new_data:
         return {"new_data": {"url": on_new_data, "poll_s": poll}}
     return None
+
+
+def _connection(path: Path) -> dict[str, str]:
+    """The credentials a file holds: a mapping of names to text (never echoed)."""
+    try:
+        found = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        _usage(f"--connection-file {path}: not read ({type(exc).__name__})")
+    if not isinstance(found, dict) or not found:
+        _usage(f"--connection-file {path}: a mapping such as endpoint_url: …, access_key_id: …")
+    return {str(k): str(v) for k, v in found.items()}
 
 
 def _on(trigger: dict[str, Any]) -> str:
