@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+# uv, from the machine's pip configuration, compiled as pip would (tools/uvpip.py): seconds, not
+# minutes. Loom's venv is compiled: learners and replicas see it read-only and could not cache it.
+UVPIP := $(BIN)/python tools/uvpip.py --compile
 # torch is pinned in pyproject's `torch` extra: unpinned, it pulls several GB of CUDA packages.
 CHECKED := src tests bench examples tools
 
@@ -12,14 +15,14 @@ CHECKED := src tests bench examples tools
 # The pip a venv starts with may be older than its security fixes (23.2.1: PYSEC-2023-228).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --upgrade 'pip>=23.3'
+	$(PIP) install --upgrade 'pip>=23.3' 'uv>=0.13,<0.14'
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[torch,onnx]'
+	$(UVPIP) -e '.[torch,onnx]'
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[torch,s3,onnx,postgres,ray,kubernetes,dev,xgboost,explain]'
+	$(UVPIP) -e '.[torch,s3,onnx,postgres,ray,kubernetes,dev,xgboost,explain]'
 	touch $@ $(VENV)/.demo-installed
 
 # Learners run in a bubblewrap sandbox when the platform runs as root (Debian's package);
@@ -71,9 +74,9 @@ browser-tools:
 
 # Foreign clients the dialects' tests drive for real, each in a venv of its own (tests/venvs.py
 # makes the same one, with the same marker, when a test needs it and it is not there).
-.venvs/kfp/.installed:
+.venvs/kfp/.installed: | $(BIN)/python
 	$(PYTHON) -m venv --clear .venvs/kfp
-	.venvs/kfp/bin/python -m pip install -q --disable-pip-version-check kfp==2.17.3
+	$(BIN)/python tools/uvpip.py --python .venvs/kfp/bin/python kfp==2.17.3
 	printf 'kfp==2.17.3\n' > $@
 
 # MLflow's server (the differential test's oracle) and stock client: tools/foreign.py.

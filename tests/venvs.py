@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tools import uvpip
 
 VENVS = ROOT / ".venvs"
 KFP = ("kfp==2.17.3",)
@@ -29,8 +30,7 @@ def foreign_python(name: str, requirements: tuple[str, ...]) -> Path:
         if marker.exists() and marker.read_text() == wanted:
             return python
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(folder)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        subprocess.run([*pip, *requirements], check=True, timeout=900)
+        uvpip.install(python, list(requirements))
         marker.write_text(wanted)
     return python
 

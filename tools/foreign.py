@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools import uvpip
+
 ROOT = Path(__file__).resolve().parent.parent
 VENVS = ROOT / ".venvs"
 MLFLOW = "3.17.2"
@@ -41,18 +43,7 @@ def python(name: str) -> Path:
     if not interpreter.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     print(f"installing {wanted} into {venv} (once) ...", file=sys.stderr, flush=True)
-    subprocess.run(
-        [
-            str(interpreter),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            *FOREIGN[name],
-        ],
-        check=True,
-    )
+    uvpip.install(interpreter, FOREIGN[name])
     stamp.write_text(wanted)
     return interpreter
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -86,17 +87,30 @@ class Outcome:
     seconds: float
     status: int
     counts: dict[str, int] = field(default_factory=dict)
+    cpu_s: float = 0.0  # CPU time of the tier's processes (those waited for), all cores
+
+    @property
+    def cores(self) -> float:
+        """How many cores the tier kept busy on average: well under the machine's count says
+        its tests mostly wait (more workers would help); at it, they are CPU-bound."""
+        return self.cpu_s / self.seconds if self.seconds else 0.0
 
 
 def run(tier: Tier) -> Outcome:
     print(f"\n=== {tier.name} ===", flush=True)
-    began = time.monotonic()
+    began, cpu = time.monotonic(), _children_cpu()
     status = 0
     for command in tier.commands:
         env = {**os.environ, **tier.env}
         result = subprocess.run(command, cwd=tier.cwd, env=env, check=False)
         status = status or result.returncode
-    return Outcome(tier, time.monotonic() - began, status, _counts(tier.report))
+    seconds = time.monotonic() - began
+    return Outcome(tier, seconds, status, _counts(tier.report), _children_cpu() - cpu)
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _cases(report: Path | None) -> list[ElementTree.Element]:
@@ -118,11 +132,12 @@ def _counts(report: Path | None) -> dict[str, int]:
 
 
 def summary(outcomes: list[Outcome], total_s: float) -> str:
-    lines = ["", "=== summary ===", f"{'tier':<12} {'result':<7} {'time':>8}  tests"]
+    lines = ["", "=== summary ===", f"{'tier':<12} {'result':<7} {'time':>8} {'cores':>5}  tests"]
     for o in outcomes:
         counts = ", ".join(f"{n} {k}" for k, n in o.counts.items() if n) if o.counts else ""
         result = "ok" if o.status == 0 else "FAILED"
-        lines.append(f"{o.tier.name:<12} {result:<7} {_clock(o.seconds):>8}  {counts}")
+        line = f"{o.tier.name:<12} {result:<7} {_clock(o.seconds):>8} {o.cores:>5.2f}  {counts}"
+        lines.append(line)
     ran = sum(sum(o.counts.values()) for o in outcomes)
     lines.append(f"{'total':<12} {'':<7} {_clock(total_s):>8}  {ran} tests")
     slow = sorted(
