@@ -129,7 +129,9 @@ def test_drift_chart_and_factsheet(
     open_page: Callable[..., Page], platform: Server, client: LoomClient, model_zip: bytes
 ) -> None:
     """The deployment's Monitoring section says the last window drifted in c, draws the chart
-    and lists the three windows; the Factsheet link of digits-drift v1 opens its factsheet, which
+    and lists the three windows; its form refuses drift for a version without reference data
+    (the server's word) and a window too small (the page's), and turns payload logging on; the
+    Factsheet link of digits-drift v1 opens its factsheet, which
     names the deployment serving it, the fairness results, 1 of 3 windows drifted, and
     downloads as Markdown; axe-core finds nothing serious on either page."""
     register(client, model_zip, "digits-drift")
@@ -150,6 +152,23 @@ def test_drift_chart_and_factsheet(
     expect(windows.first).to_contain_text("c")
     shoot(page, "deployment-drift")
     audit(page, "deployment-drift", found)
+
+    drift_box = monitoring.get_by_role("checkbox", name="Drift")
+    drift_box.check()
+    monitoring.get_by_role("button", name="Save monitoring").click()
+    expect(monitoring.get_by_role("alert")).to_contain_text("save_reference")  # no reference
+    expect(drift_box).to_have_attribute("aria-invalid", "true")
+    drift_box.uncheck()
+    window = monitoring.get_by_label("Window (requests)")
+    window.fill("5")
+    monitoring.get_by_role("button", name="Save monitoring").click()
+    expect(monitoring.get_by_role("alert")).to_contain_text("Window: a whole number")
+    window.fill("200")
+    monitoring.get_by_label("Payloads kept (%)").fill("10")
+    monitoring.get_by_role("button", name="Save monitoring").click()
+    expect(monitoring.get_by_role("status")).to_have_text("Saved.")
+    expect(monitoring).to_contain_text("in windows of 200 requests; 10% of payloads kept")
+    assert client.deployment("ui-drift")["monitoring"]["payloads"]["rate"] == 0.1
 
     page.get_by_role("link", name="digits-drift", exact=True).click()
     row_of(page, "v1").get_by_role("link", name="Factsheet of version 1").click()

@@ -60,3 +60,17 @@ test("the factsheet's downloads: JSON and Markdown, named after the version", ()
   assert.equal(files.json.filename, "credit-risk-v3-factsheet.json");
   assert.equal(files.markdown.filename, "credit-risk-v3-factsheet.md");
 });
+
+test("the monitoring form: from the settings, and back to a PATCH body or an error naming the field", async () => {
+  const { monitorChange, monitorForm } = await import("../src/pages/deployment.js");
+  assert.deepEqual(monitorForm(null), { drift: false, outliers: false, window: "500", percent: "0" });
+  const form = monitorForm({ drift: true, outliers: false, window: 200, payloads: { rate: 0.1 } });
+  assert.deepEqual(form, { drift: true, outliers: false, window: "200", percent: "10" });
+  assert.deepEqual(monitorChange(form), {
+    monitoring: { drift: true, outliers: false, window: 200, payloads: { rate: 0.1 } },
+  });
+  assert.equal(monitorChange({ ...form, window: "5" }).field, "monitoring.window");
+  assert.equal(monitorChange({ ...form, window: "2.5" }).field, "monitoring.window");
+  assert.equal(monitorChange({ ...form, percent: "120" }).field, "monitoring.payloads.rate");
+  assert.equal(monitorChange({ ...form, percent: "" }).field, "monitoring.payloads.rate");
+});
