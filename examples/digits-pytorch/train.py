@@ -151,6 +151,9 @@ def main() -> None:
         torch.save(model.state_dict(), results / "digits_cnn.pt")
         # TorchScript and ONNX with their signature: registered as a model version by Loom.
         tracking.save_model(model, x_test[:1], input_names=("image",), output_names=("logits",))
+        # A sample of what it trained on, kept with the version: a deployment of it can then be
+        # watched for drift (`loom deployments update NAME --monitor`).
+        tracking.save_reference(x_train.numpy(), y_train.numpy(), max_rows=1000)
         print(f"test accuracy: {test_acc:.4f}")
         print(f"model saved to {results}")
     if world > 1:

@@ -38,7 +38,8 @@ def submit(
 
 @pytest.mark.slow
 def test_digits_example_completes_with_accuracy_and_model(seat: Seat, tmp_path: Path) -> None:
-    """The example trains as a platform job: COMPLETED, accuracy in its logs, model in results."""
+    """The example trains as a platform job: COMPLETED, accuracy in its logs, model and its
+    reference data in results."""
     example = ROOT / "examples" / "digits-pytorch"
     with seat.client() as client:
         job_id = client.submit((example / "manifest.yml").read_bytes(), zip_folder(example))
@@ -50,6 +51,7 @@ def test_digits_example_completes_with_accuracy_and_model(seat: Seat, tmp_path: 
         target = client.download(job_id, "results", tmp_path / "results.zip")
     names = zipfile.ZipFile(target).namelist()
     assert "model/digits_cnn.pt" in names
+    assert "model/reference.npz" in names  # what a deployment of it is watched against
     assert "learner-1/training-log.txt" in names
 
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from loom.cli import common
 from loom.cli.main import app
-from loom.cli.pipelines import depths
+from loom.cli.pipelines import depths, schedules_table
 from loom.client import ClientError
 from loom.client.pipelines import PipelineCalls
 
@@ -137,6 +138,7 @@ class FakeLoom:
     def __init__(self, *runs: dict[str, Any]) -> None:
         self.runs = list(runs) or [RUN]
         self.calls: list[tuple[str, Any]] = []
+        self.triggers: list[dict[str, Any] | None] = []
 
     def __enter__(self) -> FakeLoom:
         return self
@@ -193,15 +195,17 @@ class FakeLoom:
         code_zip: bytes | None = None,
         parameters: Any = None,
         enabled: bool = True,
+        trigger: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         self.calls.append(("schedule", (pipeline, name, cron, code_zip, parameters, enabled)))
+        self.triggers.append(trigger)
         if name == "taken":
             raise ClientError("a schedule 'taken' exists (HTTP 409)", 409)
         return {
             "id": "s-0001",
             "name": name,
             "cron": cron,
-            "next_run_at": "2026-03-02T03:00:00Z" if enabled else None,
+            "next_run_at": "2026-03-02T03:00:00Z" if enabled and cron else None,
             "location": "/v1/pipelines/schedules/s-0001",
         }
 
@@ -480,6 +484,54 @@ def test_schedule_refuses_bad_input_before_sending(fake: FakeLoom, tmp_path: Pat
     assert fake.calls == []
 
 
+def test_schedule_on_drift_or_on_new_data_without_a_cron(fake: FakeLoom, tmp_path: Path) -> None:
+    """`--on-drift` and `--on-new-data` (with credentials from a file) send the trigger (no cron
+    needed), the answer says what the schedule waits for (never the credentials), and two
+    triggers at once, or credentials without a data trigger, are refused before anything is
+    sent."""
+    spec = tmp_path / "pipeline.yml"
+    spec.write_text("name: p\nsteps: []\n")
+    made = pipelines("schedule", str(spec), "--name", "retrain", "--on-drift", "digits",
+                     "--cooldown", "600")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "Scheduled retrain: runs when deployment digits drifts" in made.stdout
+    made = pipelines("schedule", str(spec), "--name", "ingest", "--cron", "@daily",
+                     "--on-new-data", "s3://b/in/", "--poll", "30")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "runs when new data arrives under s3://b/in/" in made.stdout
+    assert [call[1][2] for call in fake.calls] == ["", "@daily"]
+    assert fake.triggers == [
+        {"drift": {"deployment": "digits", "cooldown_s": 600.0}},
+        {"new_data": {"url": "s3://b/in/", "poll_s": 30.0}},
+    ]
+    both = pipelines("schedule", str(spec), "--name", "n", "--on-drift", "d",
+                     "--on-new-data", "s3://b/")  # fmt: skip
+    assert both.exit_code == 2 and "one trigger a schedule" in both.stderr
+    assert len(fake.calls) == 2
+    secrets = tmp_path / "s3.yml"
+    secrets.write_text("endpoint_url: http://s3:9000\naccess_key_id: AK\nsecret_access_key: SK\n")
+    made = pipelines("schedule", str(spec), "--name", "s3", "--on-new-data", "s3://b/in/",
+                     "--connection-file", str(secrets))  # fmt: skip
+    assert made.exit_code == 0 and "SK" not in made.output, made.output
+    given = {"endpoint_url": "http://s3:9000", "access_key_id": "AK", "secret_access_key": "SK"}
+    assert fake.triggers[-1] == {
+        "new_data": {"url": "s3://b/in/", "poll_s": 60.0, "connection": given}
+    }
+    alone = pipelines("schedule", str(spec), "--name", "n", "--cron", "@daily",
+                      "--connection-file", str(secrets))  # fmt: skip
+    assert alone.exit_code == 2 and "goes with --on-new-data" in alone.stderr
+    secrets.write_text("- a list\n")
+    bad = pipelines("schedule", str(spec), "--name", "n", "--on-new-data", "s3://b/",
+                    "--connection-file", str(secrets))  # fmt: skip
+    assert bad.exit_code == 2 and "a mapping" in bad.stderr
+    assert len(fake.calls) == 3
+    drift = SCHEDULE | {"cron": "", "trigger": {"drift": {"deployment": "digits"}}}
+    shown = Console(width=200, record=True)
+    shown.print(schedules_table([drift, PAUSED]))
+    table = shown.export_text()
+    assert "TRIGGER" in table and "runs when deployment digits drifts" in table
+
+
 def test_schedule_tells_the_servers_refusal(fake: FakeLoom, tmp_path: Path) -> None:
     spec = tmp_path / "pipeline.yml"
     spec.write_text("name: p\nsteps: []\n")
@@ -499,6 +551,7 @@ def test_schedules_lists_next_and_last_runs(fake: FakeLoom) -> None:
     weekly = next(x for x in lines if "weekly-eval" in x)
     assert "@weekly" in weekly and "paused" in weekly and "r-0" not in weekly
     assert "OWNER" not in listed.stdout  # one owner: no column
+    assert "TRIGGER" not in listed.stdout  # no schedule has one: no column
     assert fake.calls == [("schedules", (None, False))]
 
 

@@ -1,9 +1,12 @@
 """Pipeline runs end to end, with real jobs on a real platform: fan-out and fan-in, conditions,
-retries with the exit handler, caching, halt and retry, kill -9, and bad specs."""
+retries with the exit handler, caching, halt and retry, kill -9, and bad specs; schedules on a
+cron and on new data in a host folder or an S3 prefix."""
 
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -472,3 +475,84 @@ def test_an_experiment_step_and_a_step_past_its_timeout(seat: Seat) -> None:
         slow = found["slow"]["tasks"][0]
         assert slow["state"] == "FAILED" and "timed out after 2 s" in slow["message"]
         assert client.job(slow["job_id"])["state"] == "HALTED"
+
+
+# -- schedules that fire on new data (pipelines/triggers.py) ---------------------------------
+INGEST = {
+    "name": "ingest",
+    "steps": [{"name": "hello", "kind": "shell", "command": "echo new data"}],
+}
+
+
+def polled(client: LoomClient, name: str, after: str | None) -> dict[str, Any]:
+    """The schedule once its trigger has listed the prefix again since `after`."""
+    seen: dict[str, Any] = {}
+
+    def listed_again() -> bool:
+        seen.update(client.pipeline_schedule(name))
+        return bool(seen["trigger_checked_at"]) and seen["trigger_checked_at"] != after
+
+    eventually(listed_again, timeout=60)
+    return seen
+
+
+def fires_once_on_new_data(
+    client: LoomClient, url: str, add: Callable[[str], None], **more: Any
+) -> dict[str, Any]:
+    """Schedules the pipeline on new data under `url`; a listing with nothing new starts no
+    run, `add("stray")` (outside the prefix, where the test puts it) none either; `add("new")`
+    starts exactly one run, which says why. Returns the schedule."""
+    add("before")  # there when the schedule is made: counted as seen
+    trigger = {"new_data": {"url": url, "poll_s": 0, **more}}
+    client.schedule_pipeline(INGEST, "on-data", "", trigger=trigger)
+    made = client.pipeline_schedule("on-data")
+    assert made["trigger"] == {"new_data": {"url": url, "poll_s": 0.0}}  # no credential shown
+    add("stray")
+    quiet = polled(client, "on-data", made["trigger_checked_at"])
+    quiet = polled(client, "on-data", quiet["trigger_checked_at"])  # a whole listing after it
+    assert quiet["runs"] == 0 and client.pipeline_runs("ingest") == []
+    add("new")
+    eventually(lambda: client.pipeline_runs("ingest"), timeout=60)
+    fired = client.pipeline_schedule("on-data")
+    assert fired["runs"] == 1, fired
+    assert fired["triggered_by"].startswith(f"new data under {url}: ")
+    assert fired["triggered_by"].endswith("new.csv"), fired["triggered_by"]
+    again = polled(client, "on-data", fired["trigger_checked_at"])
+    again = polled(client, "on-data", again["trigger_checked_at"])
+    assert again["runs"] == 1 and len(client.pipeline_runs("ingest")) == 1  # seen: not again
+    return fired
+
+
+def test_a_new_file_in_a_host_folder_starts_a_run(seat: Seat) -> None:
+    """A host folder under the platform's mount roots: a file written there starts a run; the
+    files there before, and one written beside the folder, do not."""
+    root = seat.home.parent / f"data-{uuid.uuid4().hex[:8]}"
+    incoming = root / "incoming"
+    incoming.mkdir(parents=True)
+
+    def add(name: str) -> None:
+        where = root if name == "stray" else incoming
+        (where / f"{name}.csv").write_text("a,b\n1,2\n")
+
+    with seat.client() as client:
+        fires_once_on_new_data(client, str(incoming), add)
+
+
+@pytest.mark.s3
+def test_a_new_object_under_an_s3_prefix_starts_a_run(seat: Seat, s3: Any) -> None:
+    """An S3 prefix read with the schedule's own credentials (sealed, never shown): an object
+    put under it starts a run; one put under another prefix of the bucket does not."""
+    bucket = f"trigger-{uuid.uuid4().hex[:8]}"
+    store = s3.client()
+    store.create_bucket(Bucket=bucket)
+
+    def add(name: str) -> None:
+        key = "other/stray.csv" if name == "stray" else f"incoming/{name}.csv"
+        store.put_object(Bucket=bucket, Key=key, Body=b"a,b\n1,2\n")
+
+    connection = {"endpoint_url": s3.endpoint, "access_key_id": s3.key,
+                  "secret_access_key": s3.secret}  # fmt: skip
+    with seat.client() as client:
+        url = f"s3://{bucket}/incoming/"
+        fired = fires_once_on_new_data(client, url, add, connection=connection)
+    assert s3.secret not in str(fired)

@@ -99,7 +99,7 @@ def test_another_user_sees_none_of_it(
     page: Page, platform: Server, client: LoomClient, work: AdminWork
 ) -> None:
     """Eve, a plain user, sees no admin job in her table, nothing of the admin's job at its
-    address, and no models or deployments."""
+    address, and no models, factsheets or deployments."""
     eve = client.add_user("eve")["token"]
     sign_in(page, eve)
     expect(page.get_by_role("banner")).to_contain_text("eve · user")
@@ -118,6 +118,9 @@ def test_another_user_sees_none_of_it(
     expect(page.get_by_text("No models yet.")).to_be_visible()
     page.goto(f"/ui/#/models/{work.model}")
     expect(page.get_by_role("alert")).to_contain_text(f"There is no model {work.model}")
+    page.goto(f"/ui/#/models/{work.model}/versions/1")  # its factsheet
+    expect(page.get_by_role("alert")).to_contain_text(f"no model '{work.model}'")
+    expect(page.get_by_role("main")).not_to_contain_text("Provenance")
     page.goto("/ui/#/deployments")
     expect(page.get_by_text("No deployments yet.")).to_be_visible()
     page.goto(f"/ui/#/deployments/{work.deployment}")
@@ -161,6 +164,9 @@ def test_every_page_is_accessible(
     page.goto(f"/ui/#/models/{work.model}")
     expect(row_of(page, "v1")).to_be_visible()
     check("model")
+    row_of(page, "v1").get_by_role("link", name="Factsheet of version 1").click()
+    expect(page.get_by_role("heading", name="Provenance")).to_be_visible()
+    check("factsheet")
     page.goto("/ui/#/deployments")
     expect(page.get_by_role("link", name=work.deployment)).to_be_visible()
     check("deployments")
@@ -173,10 +179,17 @@ def test_every_page_is_accessible(
 def test_pages_fit_a_phone(
     open_page: Callable[..., Page], platform: Server, work: AdminWork
 ) -> None:
-    """At 390×844 the jobs and job pages scroll only up and down, with the navigation in view."""
+    """At 390×844 the jobs, job, factsheet and deployment pages scroll only up and down, with
+    the navigation in view."""
     page = open_page(viewport=PHONE, is_mobile=True, has_touch=True)
     sign_in(page, platform.admin_token)
     expect(page.get_by_role("link", name="digits-admin")).to_be_visible()
     fits_a_phone(page, "jobs-phone")
     open_job(page, work.job_id)
     fits_a_phone(page, "job-phone")
+    page.goto(f"/ui/#/models/{work.model}/versions/1")
+    expect(page.get_by_role("heading", name="Drift in service")).to_be_visible()
+    fits_a_phone(page, "factsheet-phone")
+    page.goto(f"/ui/#/deployments/{work.deployment}")
+    expect(page.get_by_role("heading", name="Monitoring")).to_be_visible()
+    fits_a_phone(page, "deployment-phone")

@@ -1,8 +1,9 @@
 // Line charts of metrics with ECharts, tree-shaken to what they use: lines, a grid, a
 // tooltip, a scrolling legend and zoom (a slider and the wheel/pinch inside the plot); and an
 // experiment's two charts: the objective over trials (points and a line) and its trials'
-// parameters as parallel coordinates.
-import { LineChart, ParallelChart, ScatterChart } from "echarts/charts";
+// parameters as parallel coordinates; and a deployment's (or a model version's) drift windows
+// over time.
+import { BarChart, LineChart, ParallelChart, ScatterChart } from "echarts/charts";
 import {
   DataZoomComponent,
   GridComponent,
@@ -13,10 +14,12 @@ import {
 import * as echarts from "echarts/core";
 import { CanvasRenderer } from "echarts/renderers";
 import { useEffect, useMemo, useRef } from "preact/hooks";
+import { driftSeries } from "./drift.js";
 import { metric } from "./format.js";
 import { html } from "./html.js";
 
 echarts.use([
+  BarChart,
   LineChart,
   ScatterChart,
   ParallelChart,
@@ -232,4 +235,82 @@ export function ObjectiveChart({ label, series, metricName }) {
 export function ParametersChart({ label, data, best }) {
   const option = useMemo(() => parallelOption(data, best), [data, best]);
   return html`<${OptionChart} label=${label} option=${option} testid="parameters-chart" />`;
+}
+
+/**
+ * Drift over time: each window's score (the largest distance between its requests and the
+ * reference) and smallest p-value on the left axis, the windows that drifted marked on the
+ * score line, and the outliers flagged per window as bars on the right axis. `series` is
+ * drift.js's driftSeries.
+ */
+const margin = (extent) => Math.max(extent.max - extent.min, 60_000) * 0.04;
+
+export function driftOption({ score, pValue, drifted, outliers }) {
+  const lone = score.length < 2; // a lone point has no segment to draw: show its mark
+  const line = (name, data, color, type) => ({
+    type: "line",
+    name,
+    data,
+    color,
+    showSymbol: lone,
+    symbolSize: lone ? 8 : 4,
+    lineStyle: { width: 2, type, color },
+    connectNulls: true,
+  });
+  return {
+    animation: false,
+    textStyle: { fontFamily: FONT, fontSize: 12 },
+    tooltip: { trigger: "axis", confine: true, valueFormatter: (v) => metric(v) },
+    legend: { type: "scroll", top: 0, textStyle: { color: "#1f2937" } },
+    grid: { left: 12, right: 24, top: 40, bottom: 56, containLabel: true },
+    // Room either side, so that the first and the last window's bars are drawn whole.
+    xAxis: { type: "time", min: (v) => v.min - margin(v), max: (v) => v.max + margin(v), ...AXIS },
+    yAxis: [
+      {
+        type: "value",
+        name: "score, p-value",
+        min: 0,
+        max: 1,
+        ...AXIS,
+        axisLabel: { ...AXIS.axisLabel, formatter: (v) => metric(v) },
+      },
+      { type: "value", name: "outliers", minInterval: 1, splitLine: { show: false }, ...AXIS },
+    ],
+    dataZoom: [
+      { type: "inside", xAxisIndex: 0, filterMode: "none" },
+      { type: "slider", xAxisIndex: 0, filterMode: "none", height: 18, bottom: 6 },
+    ],
+    series: [
+      line("Drift score", score, PALETTE[0], "solid"),
+      line("p-value", pValue, PALETTE[2], "dashed"),
+      {
+        type: "scatter",
+        name: "Drifted window",
+        data: drifted,
+        symbol: "triangle",
+        symbolSize: 12,
+        itemStyle: { color: PALETTE[3], borderColor: "#111827", borderWidth: 1 },
+        z: 3,
+      },
+      {
+        type: "bar",
+        name: "Outliers",
+        yAxisIndex: 1,
+        data: outliers,
+        barMaxWidth: 10,
+        itemStyle: { color: PALETTE[8], opacity: 0.6 },
+      },
+    ],
+  };
+}
+
+/** A deployment's or a version's drift windows; `windows` as the API gives them. Redrawn in
+ * place when new windows come (every few seconds on a deployment's page), keeping the zoom. */
+export function DriftChart({ label, windows }) {
+  const box = useRef(null);
+  const chart = useChart(box);
+  useEffect(() => {
+    chart.current.setOption(driftOption(driftSeries(windows)), { replaceMerge: ["series"] });
+  }, [windows]);
+  return html`<div class="chart" ref=${box} data-testid="drift-chart" role="img" aria-label=${label}></div>`;
 }

@@ -33,6 +33,10 @@ const TONE = {
   degraded: "stopped",
   down: "bad",
   failed: "bad",
+  // a deployment's detector
+  "building its environment": "active",
+  watching: "good",
+  failing: "bad",
 };
 
 /** A state as text in a tinted box: the colour only repeats what the word says. */

@@ -14,6 +14,7 @@ import { RunPage } from "./pages/run.js";
 import { ComparePage } from "./pages/compare.js";
 import { ModelsPage } from "./pages/models.js";
 import { ModelPage } from "./pages/model.js";
+import { VersionPage } from "./pages/version.js";
 import { DeploymentsPage } from "./pages/deployments.js";
 import { DeploymentPage } from "./pages/deployment.js";
 import { ExperimentsPage } from "./pages/experiments.js";
@@ -40,7 +41,12 @@ const PAGES = {
   submit: () => html`<${SubmitPage} />`,
   runs: ({ param }) => (param ? html`<${RunPage} id=${param} />` : html`<${RunsPage} />`),
   compare: ({ param }) => html`<${ComparePage} ids=${param} />`,
-  models: ({ param }) => (param ? html`<${ModelPage} name=${param} />` : html`<${ModelsPage} />`),
+  models: ({ param, ref }) =>
+    ref
+      ? html`<${VersionPage} name=${param} version=${ref} />`
+      : param
+        ? html`<${ModelPage} name=${param} />`
+        : html`<${ModelsPage} />`,
   deployments: ({ param }) =>
     param ? html`<${DeploymentPage} name=${param} />` : html`<${DeploymentsPage} />`,
   experiments: ({ param }) =>
@@ -128,7 +134,7 @@ function App() {
   if (checking) page = html`<p class="muted" role="status">Signing in…</p>`;
   else if (!user) page = html`<${SignIn} onSignedIn=${signedIn} notice=${notice} />`;
   else if (route.page === "jobs" && route.param) page = html`<${JobPage} id=${route.param} user=${user} />`;
-  else page = (PAGES[route.page] || Missing)({ user, param: route.param });
+  else page = (PAGES[route.page] || Missing)({ user, param: route.param, ref: route.ref });
 
   return html`<a class="skip" href="#main" onClick=${skipToMain}>Skip to content</a>
     <${Header} user=${user} route=${route} onSignOut=${signOut} />

@@ -1,5 +1,5 @@
 // Hash routes: #/jobs, #/jobs/<id>, #/submit, #/runs, #/runs/<id>, #/compare/<id>,<id>…,
-// #/models, #/models/<name>, #/deployments, #/deployments/<name>, #/experiments,
+// #/models, #/models/<name>, #/models/<name>/versions/<ref> (a version's factsheet), #/deployments, #/deployments/<name>, #/experiments,
 // #/experiments/<name>, #/pipelines, #/pipelines/<run id>, #/capacity, #/users. The page is
 // served from one URL, so the hash is the whole state. MLflow's client prints links to its own
 // UI's run pages (#/experiments/<n>/runs/<id>): they open the run here.
@@ -31,6 +31,9 @@ export function parse(hash) {
   const [page = "jobs", param = null, ...rest] = decoded;
   if (page === "experiments" && rest.length === 2 && rest[0] === "runs") {
     return { page: "runs", param: rest[1], key: `runs/${rest[1]}` };
+  }
+  if (page === "models" && param && rest.length === 2 && rest[0] === "versions") {
+    return { page, param, ref: rest[1], key: `models/${param}/versions/${rest[1]}` };
   }
   if (!PAGES.has(page) || rest.length > 0 || (SINGLE.has(page) && param)) {
     return { page: "missing", param: null, key: hash };

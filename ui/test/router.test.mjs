@@ -11,10 +11,16 @@ test("the pages and their parameters", () => {
   assert.equal(parse("#/capacity").page, "capacity");
   assert.equal(parse("#/users").page, "users");
   assert.equal(parse(href("models", "a b/c")).param, "a b/c");
+  assert.deepEqual(parse(href("models", "digits", "versions", "3")), {
+    page: "models",
+    param: "digits",
+    ref: "3",
+    key: "models/digits/versions/3",
+  });
 });
 
 test("what is not a page", () => {
-  for (const hash of ["#/nowhere", "#/users/bob", "#/capacity/x", "#/submit/x", "#/jobs/a/b", "#/jobs/%E0%A4%A"]) {
+  for (const hash of ["#/nowhere", "#/users/bob", "#/capacity/x", "#/submit/x", "#/jobs/a/b", "#/jobs/%E0%A4%A", "#/models/m/x/1", "#/models/m/versions"]) {
     assert.equal(parse(hash).page, "missing", hash);
   }
 });

@@ -1,6 +1,7 @@
 """`loom pipelines run|list|show|logs|halt|retry|delete`: runs of DAGs of jobs, experiments,
 model selections and deployments (docs/pipelines.md), drawn as a tree of their steps; and
-`schedule|schedules|pause|unpause|unschedule`: runs started at the times of a cron."""
+`schedule|schedules|pause|unpause|unschedule`: runs started at the times of a cron, or when a
+deployment drifts or new data arrives."""
 
 from __future__ import annotations
 
@@ -408,28 +409,105 @@ def schedule(
         typer.Option(
             "--cron", help='when, in UTC: "minute hour day month weekday" or @hourly, @daily…'
         ),
-    ],
+    ] = "",
     code: CodeArg = None,
     param: ParamOpt = None,
     disabled: Annotated[
         bool, typer.Option("--disabled", help="made paused: no runs until `unpause`")
     ] = False,
+    on_drift: Annotated[
+        str | None,
+        typer.Option(
+            "--on-drift",
+            metavar="DEPLOYMENT",
+            help="also run when a window of requests to this deployment of yours drifts",
+        ),
+    ] = None,
+    cooldown: Annotated[
+        float, typer.Option("--cooldown", help="--on-drift: at most one run per SECONDS")
+    ] = 3600.0,
+    on_new_data: Annotated[
+        str | None,
+        typer.Option(
+            "--on-new-data",
+            metavar="URL",
+            help="also run when a new object appears under this host folder or s3://BUCKET/PREFIX",
+        ),
+    ] = None,
+    poll: Annotated[
+        float, typer.Option("--poll", help="--on-new-data: list it every SECONDS")
+    ] = 60.0,
+    connection_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--connection-file",
+            help="--on-new-data: a YAML or JSON file of the S3 prefix's credentials "
+            "(endpoint_url, access_key_id, secret_access_key), sealed by the platform",
+        ),
+    ] = None,
 ) -> None:
-    """Run a pipeline at each time of a cron (UTC), with its own copy of the spec, code and
-    parameters."""
-    _check_cron(cron)
+    """Run a pipeline at each time of a cron (UTC), or when a deployment drifts, or when new
+    data arrives, with its own copy of the spec, code and parameters."""
+    trigger = _trigger(on_drift, cooldown, on_new_data, poll)
+    if connection_file is not None:
+        if trigger is None or "new_data" not in trigger:
+            _usage("--connection-file goes with --on-new-data")
+        trigger["new_data"]["connection"] = _connection(connection_file)
+    if cron or trigger is None:
+        _check_cron(cron)
     spec, code_zip, parameters = _inputs(file, code, param)
     with client() as loom:
-        made = loom.schedule_pipeline(spec, name, cron, code_zip, parameters, enabled=not disabled)
+        made = loom.schedule_pipeline(
+            spec, name, cron, code_zip, parameters, enabled=not disabled, trigger=trigger
+        )
     when = _when(made.get("next_run_at"))
-    then = f"next run {when} UTC" if when else "paused: no runs until `unpause`"
-    console.print(f"Scheduled [bold]{escape(made['name'])}[/bold] ({escape(made['cron'])}): {then}")
+    if disabled:
+        then = "paused: no runs until `unpause`"
+    else:
+        then = ", ".join(
+            [*([f"next run {when} UTC"] if when else []), *([_on(trigger)] if trigger else [])]
+        )
+    said = f" ({escape(made['cron'])})" if made.get("cron") else ""
+    console.print(f"Scheduled [bold]{escape(made['name'])}[/bold]{said}: {escape(then)}")
+
+
+def _trigger(
+    on_drift: str | None, cooldown: float, on_new_data: str | None, poll: float
+) -> dict[str, Any] | None:
+    """The schedule's trigger from the options; one at most."""
+    if on_drift and on_new_data:
+        _usage("--on-drift and --on-new-data: one trigger a schedule (make two schedules)")
+    if on_drift:
+        return {"drift": {"deployment": on_drift, "cooldown_s": cooldown}}
+    if on_new_data:
+        return {"new_data": {"url": on_new_data, "poll_s": poll}}
+    return None
+
+
+def _connection(path: Path) -> dict[str, str]:
+    """The credentials a file holds: a mapping of names to text (never echoed)."""
+    try:
+        found = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        _usage(f"--connection-file {path}: not read ({type(exc).__name__})")
+    if not isinstance(found, dict) or not found:
+        _usage(f"--connection-file {path}: a mapping such as endpoint_url: …, access_key_id: …")
+    return {str(k): str(v) for k, v in found.items()}
+
+
+def _on(trigger: dict[str, Any]) -> str:
+    """What a schedule's trigger waits for, in words."""
+    if "drift" in trigger:
+        return f"runs when deployment {trigger['drift']['deployment']} drifts"
+    return f"runs when new data arrives under {trigger['new_data']['url']}"
 
 
 def _check_cron(cron: str) -> None:
     """Five fields or an @name: told here before the code is zipped; the server judges the
     rest."""
     fields = cron.split()
+    if not cron:
+        _usage("say when: --cron, --on-drift DEPLOYMENT or --on-new-data URL")
     if not fields or (not fields[0].startswith("@") and len(fields) != 5):
         _usage(f"--cron {cron!r}: say 5 fields (minute hour day month weekday) or @daily and such")
     if fields[0].startswith("@") and len(fields) != 1:
@@ -453,9 +531,11 @@ def schedules(
 def schedules_table(found: list[dict[str, Any]]) -> Table:
     """One line a schedule; a paused one has no next run."""
     owners = len({s.get("owner") for s in found}) > 1
+    triggers = any(s.get("trigger") for s in found)
     table = Table(
         whole("NAME", [s["name"] for s in found]), "PIPELINE", *(["OWNER"] if owners else []),
-        Column("CRON", no_wrap=True), "ENABLED", "NEXT RUN", "LAST RUN", "RUNS",
+        Column("CRON", no_wrap=True), *(["TRIGGER"] if triggers else []), "ENABLED", "NEXT RUN",
+        "LAST RUN", "RUNS",
     )  # fmt: skip
     for s in found:
         last = s.get("last_run_id") or ""
@@ -466,6 +546,7 @@ def schedules_table(found: list[dict[str, Any]]) -> Table:
             escape(str(s.get("pipeline") or "")),
             *([s.get("owner") or ""] if owners else []),
             escape(s["cron"]),
+            *([escape(_on(s["trigger"]) if s.get("trigger") else "")] if triggers else []),
             "[green]yes[/green]" if s.get("enabled") else "[yellow]paused[/yellow]",
             _when(s.get("next_run_at")),
             last,

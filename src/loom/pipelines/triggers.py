@@ -158,8 +158,10 @@ def list_objects(url: str, connection: dict[str, Any]) -> list[str]:
             options["client_kwargs"] = {"endpoint_url": endpoint}
         key = connection.get("user_name") or connection.get("access_key_id")
         secret = connection.get("password") or connection.get("secret_access_key")
-        if key:
-            options |= {"key": key, "secret": secret}
+        # Without the schedule's own credentials the listing is anonymous: never the
+        # platform's (its environment's or its machine's role), which would let a user watch,
+        # and learn the names in, a bucket only the platform may read.
+        options |= {"key": key, "secret": secret} if key else {"anon": True}
         filesystem = fsspec.filesystem("s3", **options)
         path = url.removeprefix("s3://")
     else:

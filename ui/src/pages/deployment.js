@@ -1,15 +1,23 @@
 // #/deployments/<name>: a deployment's state, replicas, traffic and scale settings, refreshed
-// every 2 s, and a "try it" form that sends one V2 inference request through the API.
+// every 2 s, its monitoring (drift over time, outliers), and a "try it" form that sends one V2
+// inference request through the API.
 import { useEffect, useState } from "preact/hooks";
-import { ApiError, api, path } from "../api.js";
+import { ApiError, api, path, query } from "../api.js";
 import { Badge, ConfirmDialog, ErrorNote, Loading, TableBox, orDash } from "../components.js";
-import { count, json, plural, when } from "../format.js";
+import { count, json, metric, plural, when } from "../format.js";
 import { useInterval, useResource, useTitle } from "../hooks.js";
 import { html } from "../html.js";
 import { go, href } from "../router.js";
 import { REFRESH_MS, versionText } from "./deployments.js";
 import { exampleRequest } from "../infer.js";
 import { traffic } from "../traffic.js";
+import { featuresText, verdictText } from "../drift.js";
+import { DriftHistory } from "./drift-history.js";
+
+// A detector judges a window of hundreds of requests at a time: its verdicts come seconds or
+// minutes apart.
+const DRIFT_REFRESH_MS = 10_000;
+const DRIFT_WINDOWS = 200;
 
 function Facts({ d }) {
   return html`<dl class="facts">
@@ -103,6 +111,112 @@ function Requests({ d }) {
         <tfoot><tr><th scope="row">All</th><td class="num">${count(d.requests || 0)}</td></tr></tfoot>
       </table>
     <//>`}
+  </section>`;
+}
+
+/** What the deployment watches for, and how its detector is doing. */
+function watchedText(m) {
+  const what = [m.drift && "drift", m.outliers && "outliers"].filter(Boolean).join(" and ");
+  const payloads = m.payloads?.rate ? `; ${metric(m.payloads.rate * 100)}% of payloads kept` : "";
+  return `${what ? `Watching for ${what}` : "Not testing for drift or outliers"}, in windows of ${count(m.window)} requests${payloads}.`;
+}
+
+/** The form's values from the deployment's settings (none: the defaults a user would pick). */
+export function monitorForm(m) {
+  return {
+    drift: Boolean(m?.drift),
+    outliers: Boolean(m?.outliers),
+    window: String(m?.window ?? 500),
+    percent: String(m?.payloads?.rate ? +(m.payloads.rate * 100).toPrecision(4) : 0),
+  };
+}
+
+/** The PATCH body from the form: `{monitoring: …}`, or `{error, field}` naming what is wrong. */
+export function monitorChange(form) {
+  const window = Number(form.window);
+  if (!Number.isInteger(window) || window < 10) return { error: "Window: a whole number of requests, 10 or more", field: "monitoring.window" };
+  const percent = Number(form.percent);
+  if (form.percent === "" || !(percent >= 0 && percent <= 100)) return { error: "Payloads kept: a share from 0 to 100 %", field: "monitoring.payloads.rate" };
+  return { monitoring: { drift: form.drift, outliers: form.outliers, window, payloads: { rate: percent / 100 } } };
+}
+
+/** Turn drift and outlier detection and payload logging on or off. */
+function MonitorSettings({ d, onSaved }) {
+  const [form, setForm] = useState(null); // null: not edited, show the server's
+  const [error, setError] = useState(null);
+  const [saved, setSaved] = useState("");
+  const shown = form || monitorForm(d.monitoring);
+  const put = (key, read) => (e) => {
+    setSaved("");
+    setForm({ ...shown, [key]: read(e.currentTarget) });
+  };
+  const save = async (event) => {
+    event.preventDefault();
+    setError(null);
+    const change = monitorChange(shown);
+    if (change.error) {
+      setError({ message: change.error, field: change.field });
+      return;
+    }
+    try {
+      await api(`/v1/deployments/${path(d.name)}`, { method: "PATCH", json: { monitoring: change.monitoring } });
+      setForm(null);
+      setSaved("Saved.");
+      onSaved();
+    } catch (caught) {
+      setError(caught);
+    }
+  };
+  const field = error?.field || "";
+  const invalid = (name) => (field.startsWith(name) ? "true" : undefined);
+  const described = error ? "monitor-error" : undefined;
+  return html`<form class="inline monitor" onSubmit=${save} aria-label="Monitoring settings" novalidate>
+      <label class="check"><input type="checkbox" checked=${shown.drift} onChange=${put("drift", (t) => t.checked)}
+        aria-invalid=${invalid("monitoring.drift")} aria-describedby=${described} /> Drift</label>
+      <label class="check"><input type="checkbox" checked=${shown.outliers} onChange=${put("outliers", (t) => t.checked)}
+        aria-invalid=${invalid("monitoring.outliers")} aria-describedby=${described} /> Outliers</label>
+      <div class="field"><label for="monitor-window">Window (requests)</label>
+        <input id="monitor-window" type="number" min="10" step="1" value=${shown.window} onInput=${put("window", (t) => t.value)}
+          aria-invalid=${invalid("monitoring.window")} aria-describedby=${described} /></div>
+      <div class="field"><label for="monitor-payloads">Payloads kept (%)</label>
+        <input id="monitor-payloads" type="number" min="0" max="100" step="any" value=${shown.percent} onInput=${put("percent", (t) => t.value)}
+          aria-invalid=${invalid("monitoring.payloads")} aria-describedby=${described} /></div>
+      <button type="submit">Save monitoring</button>
+      ${saved && html`<span role="status">${saved}</span>`}
+    </form>
+    <${ErrorNote} error=${error} id="monitor-error" />`;
+}
+
+function Monitoring({ d, onSaved }) {
+  const { data, error, reload } = useResource(
+    (signal) => api(`/v1/deployments/${path(d.name)}/drift${query({ limit: DRIFT_WINDOWS })}`, { signal }),
+    [d.name],
+  );
+  useInterval(reload, DRIFT_REFRESH_MS);
+  const m = d.monitoring;
+  const status = m?.status;
+  const history = data?.history || [];
+  return html`<section>
+    <h2>Monitoring</h2>
+    ${m
+      ? html`<p>${watchedText(m)}</p>
+        ${status && status.state !== "off" && html`<p>Detector: <${Badge} state=${status.state} />${status.message && html` <span class="message">${status.message}</span>`}</p>`}`
+      : html`<p class="hint">Not monitored${history.length ? " now; the windows below were tested before" : ""}. Drift
+          and outliers are judged against the version's reference data (<code>tracking.save_reference</code> in its
+          training script); <code>loom deployments update ${d.name} --monitor</code> does the same as this form.</p>`}
+    <${MonitorSettings} d=${d} onSaved=${onSaved} />
+    <${ErrorNote} error=${error} />
+    ${data && (m || history.length > 0) && html`<p class=${data.drift ? "drift-verdict drifted" : "drift-verdict"}>${verdictText(data)}</p>
+      ${data.at && html`<dl class="facts" aria-label="The last window">
+        <div><dt>Drift</dt><dd>${data.drift ? `yes: ${featuresText(data)}` : "no"}</dd></div>
+        <div><dt>Score</dt><dd>${metric(data.score)}</dd></div>
+        <div><dt>p-value</dt><dd>${metric(data.p_value)}</dd></div>
+        <div><dt>Window</dt><dd>${plural(data.window || 0, "request")}</dd></div>
+        <div><dt>Version</dt><dd>v${data.version}</dd></div>
+        <div><dt>Tested</dt><dd>${when(data.at)}</dd></div>
+      </dl>`}
+      <${DriftHistory} windows=${history} label=${`Drift of ${d.name} over time: score, p-value, drifted windows and outliers per window`}
+        caption="Windows of requests tested for drift" />`}
   </section>`;
 }
 
@@ -228,6 +342,7 @@ export function DeploymentPage({ name }) {
       <${Replicas} d=${d} />
       <${Requests} d=${d} />
     </div>
+    <${Monitoring} d=${d} onSaved=${reload} />
     <${Scale} d=${d} onSaved=${reload} />
     <${TryIt} d=${d} />
     ${deleting &&

@@ -1,5 +1,5 @@
-// #/models/<name>: a model's versions with their provenance and metrics, two versions side by
-// side, aliases, and a version deployed in one step.
+// #/models/<name>: a model's versions with their provenance and metrics (each linking to its
+// factsheet), two versions side by side, aliases, and a version deployed in one step.
 import { useState } from "preact/hooks";
 import { ApiError, api, path } from "../api.js";
 import { DownloadLink, ErrorNote, Lineage, Loading, TableBox } from "../components.js";
@@ -54,7 +54,8 @@ function Versions({ model }) {
       <caption>Versions of ${model.name}, newest first</caption>
       <thead><tr>
         <th scope="col">Version</th><th scope="col">Created</th><th scope="col">Job</th>
-        <th scope="col">Metrics</th><th scope="col">Aliases</th><th scope="col">Files</th><th scope="col">Deploy</th>
+        <th scope="col">Metrics</th><th scope="col">Aliases</th><th scope="col">Files</th><th scope="col">Factsheet</th>
+        <th scope="col">Deploy</th>
       </tr></thead>
       <tbody>
         ${[...model.version_list].sort((a, b) => b.version - a.version).map((v) => {
@@ -69,6 +70,7 @@ function Versions({ model }) {
             <td>${v.aliases.length ? v.aliases.join(", ") : "—"}</td>
             <td><${DownloadLink} href=${`/v1/models/${path(model.name)}/versions/${v.version}/download`}
               filename=${`${model.name}-v${v.version}.zip`}>Download<span class="sr-only"> version ${v.version}</span><//></td>
+            <td><a href=${href("models", model.name, "versions", v.version)}>Factsheet<span class="sr-only"> of version ${v.version}</span></a></td>
             <td><${Deploy} model=${model.name} version=${v.version} /></td>
           </tr>`;
         })}

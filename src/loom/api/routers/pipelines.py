@@ -252,6 +252,8 @@ def schedule_json(schedule: PipelineSchedule) -> dict[str, Any]:
         "created_at": iso(schedule.created_at),
         "trigger": schedule.trigger,
         "triggered_by": (schedule.trigger_state or {}).get("reason"),
+        # A data trigger's last listing of its prefix: when "nothing new" was last true.
+        "trigger_checked_at": iso((schedule.trigger_state or {}).get("polled_at")),
     }
 
 
