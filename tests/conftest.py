@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from loom.client import ClientError, LoomClient
+from tests import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,9 +167,13 @@ def package_sources() -> dict[str, str]:
 class Server:
     """`python -m loom.api` as a child process; can be killed with -9 and started again."""
 
-    def __init__(self, home: Path, module: str = "loom.api", **env: str) -> None:
+    def __init__(
+        self, home: Path, module: str = "loom.api", *, fork: bool = True, **env: str
+    ) -> None:
         self.home = home
         self.module = module  # another entry, e.g. a platform on an emulated cluster
+        # Forked from this process after its imports (tests/forked.py), or exec'd.
+        self.fork = fork and forked.ENABLED
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # Host folders a test makes beside the home may be data stores.
@@ -178,7 +183,7 @@ class Server:
         self.env = {**os.environ, "LOOM_HOME": str(home), **shared, **env}
         self.env.pop("LOOM_TOKEN", None)
         self.env.pop("LOOM_URL", None)
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | forked.Forked | None = None
         self.log = home.parent / f"{home.name}-server.log"
 
     def start(self) -> Server:
@@ -186,13 +191,17 @@ class Server:
             pytest.fail(f"{_current_test[-1].nodeid} starts a platform: mark it integration")
         self.home.mkdir(parents=True, exist_ok=True)
         first = self.process is None
-        out = self.log.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", self.module, "--port", str(self.port)],
-            env=self.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+        with self.log.open("ab") as out:
+            args = ["--port", str(self.port)]
+            if self.fork:
+                self.process = forked.Forked(self.module, args, self.env, out)
+            else:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", self.module, *args],
+                    env=self.env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
         deadline = time.monotonic() + 90  # a loaded machine (tests in parallel) starts slowly
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

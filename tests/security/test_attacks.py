@@ -53,7 +53,9 @@ def sandboxed(server: Server) -> bool:
 
 @pytest.fixture
 def platform(tmp_path: Path) -> Any:
-    srv = Server(tmp_path / "home", AWS_SECRET_ACCESS_KEY=SERVER_SECRET).start()
+    # exec'd, not forked: a fork's /proc/PID/environ is pytest's, so an attack that reads the
+    # platform's would find no secret there whatever the sandbox did
+    srv = Server(tmp_path / "home", fork=False, AWS_SECRET_ACCESS_KEY=SERVER_SECRET).start()
     if not sandboxed(srv):
         srv.stop()
         pytest.skip("this machine cannot sandbox jobs (needs root and bubblewrap)")

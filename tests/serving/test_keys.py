@@ -40,7 +40,9 @@ def platform(
 ) -> Iterator[tuple[Server, LoomClient]]:
     """One platform for the module, started with secrets in its environment."""
     home = tmp_path_factory.mktemp("keys") / "home"
-    server = Server(home, AWS_SECRET_ACCESS_KEY=SECRET, LOOM_EXTRA_SECRET=SECRET).start()
+    # exec'd, not forked: the test reads its /proc/PID/environ, which a fork keeps from pytest
+    server = Server(home, fork=False, AWS_SECRET_ACCESS_KEY=SECRET, LOOM_EXTRA_SECRET=SECRET)
+    server.start()
     try:
         with server.client() as client:
             register(client, model_zip)

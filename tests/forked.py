@@ -1,0 +1,127 @@
+"""A platform forked from the test process, for what starting `python -m loom.api` costs.
+
+Starting the platform is mostly importing it: ~3.5 s of CPU each time, paid by ~170 platforms in
+a run of the suite (a third of the integration tests' CPU). A test process imports Loom once;
+each platform is then a fork of it that runs `python -m loom.api` in a process of its own, with
+its own environment, standard output and error, exactly as an exec would, only without
+importing again. What the child inherits from the test process and an exec would not have is
+put back: the file descriptors (all closed but the log), the environment, the signal handlers,
+the warnings filters, logging and `sys.std*` (pytest captures them), the exit handlers.
+
+A test that needs a real exec (one that reads the platform's `/proc/PID/environ`, which a fork
+keeps from its parent) asks for it: `Server(..., fork=False)`; `LOOM_TEST_FORK=0` execs all.
+"""
+
+from __future__ import annotations
+
+import atexit
+import faulthandler
+import io
+import logging
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+from typing import IO
+
+ENABLED = os.environ.get("LOOM_TEST_FORK", "1") != "0"
+# The interpreter's own filters, before pytest adds a test's: what an exec'd platform starts with.
+_STARTUP_WARNINGS = list(warnings.filters)
+
+
+def preload(module: str) -> None:
+    """Import what `python -m MODULE` imports, once per test process."""
+    if module == "loom.api":
+        import loom.api.__main__  # noqa: F401
+
+
+class Forked:
+    """What the tests use of `subprocess.Popen`, for a forked `python -m MODULE ARGS`."""
+
+    def __init__(self, module: str, args: list[str], env: dict[str, str], out: IO[bytes]) -> None:
+        preload(module)
+        self.args = [sys.executable, "-m", module, *args]
+        self.returncode: int | None = None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child never returns)
+            _run(module, args, env, out.fileno())
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _run(module: str, args: list[str], env: dict[str, str], log: int) -> None:
+    """In the child: become `python -m MODULE ARGS`, then exit with its status."""
+    code = 1
+    try:
+        _become_fresh(env, log)
+        sys.argv = [module, *args]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _become_fresh(env: dict[str, str], log: int) -> None:
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.closerange(3, 1 << 16)  # pipes and sockets of the test process and its other children
+    faulthandler.disable()
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+    os.environ.clear()
+    os.environ.update(env)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    atexit._clear()  # the test process's, not the platform's
+    warnings.filters[:] = _STARTUP_WARNINGS
+    root = logging.getLogger()
+    for handler in list(root.handlers):  # pytest's capture: logging.basicConfig would keep it
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
