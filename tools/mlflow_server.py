@@ -22,7 +22,13 @@ from types import TracebackType
 from tools.foreign import python
 
 # MLflow's own switches, so that nothing tries to reach the network.
-QUIET = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+QUIET = {
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DO_NOT_TRACK": "true",
+    # its job runner (huey consumers, ~70 s of CPU a test run): for MLflow's own GenAI jobs,
+    # which neither the differential test nor the benchmark calls
+    "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+}
 
 
 def free_port() -> int:

@@ -29,10 +29,11 @@ CHECKED = ["src", "tests", "bench", "examples", "tools"]
 SLOWEST = 15
 
 
-def _workers() -> str:
-    """pytest-xdist workers: LOOM_TEST_WORKERS, else one per core with at least two (much of an
-    integration test's time is spent waiting on processes it started)."""
-    return os.environ.get("LOOM_TEST_WORKERS") or str(max(2, os.cpu_count() or 1))
+def _workers(extra: int = 0) -> str:
+    """pytest-xdist workers: LOOM_TEST_WORKERS, else one per core (at least two) and `extra`:
+    an integration test spends much of its time waiting on the processes it started (a tier
+    of them at one worker per core kept 1.0-1.5 of 2 cores busy, `cores` in the summary)."""
+    return os.environ.get("LOOM_TEST_WORKERS") or str(max(2, os.cpu_count() or 1) + extra)
 
 
 @dataclass
@@ -42,19 +43,17 @@ class Tier:
     env: dict[str, str] = field(default_factory=dict)
     report: Path | None = None  # a pytest tier's JUnit file
     cwd: Path = ROOT
+    beside: str | None = None  # runs at the same time as this other tier, its output after
 
 
-def pytest_tier(name: str, args: list[str], *, parallel: bool, **env: str) -> Tier:
+def pytest_tier(
+    name: str, args: list[str], *, workers: str | None, beside: str | None = None, **env: str
+) -> Tier:
     report = REPORTS / f"{name}.xml"
     command = [str(BIN / "pytest"), "-p", "no:cacheprovider", f"--junitxml={report}", "-q"]
-    if parallel:
-        command += [
-            "-n",
-            _workers(),
-            "--dist",
-            "loadscope",
-        ]  # a module on one worker: its shared platform starts once
-    return Tier(name, [command + args], env, report)
+    if workers:  # a module on one worker: its shared platform starts once
+        command += ["-n", workers, "--dist", "loadscope"]
+    return Tier(name, [command + args], env, report, beside=beside)
 
 
 def tiers(which: str) -> list[Tier]:
@@ -67,17 +66,18 @@ def tiers(which: str) -> list[Tier]:
             [str(BIN / "mypy")],
         ],
     )
-    unit = pytest_tier("unit", ["-m", "not integration"], parallel=True)
+    unit = pytest_tier("unit", ["-m", "not integration"], workers=_workers())
     if which == "check":
         return [static, unit]
     return [
         static,
         unit,
         Tier("ui-unit", [["npm", "test", "--silent"]], cwd=ROOT / "ui"),
-        pytest_tier("sqlite", ["-m", "integration and not browser"], parallel=True),
-        pytest_tier("browser", ["-m", "browser"], parallel=False),
-        # What depends on the database, again on a throw-away PostgreSQL server.
-        pytest_tier("postgres", ["-m", "db"], parallel=True, LOOM_TEST_DB="postgres"),
+        pytest_tier("sqlite", ["-m", "integration and not browser"], workers=_workers(1)),
+        # What depends on the database, again on a throw-away PostgreSQL server; the browser
+        # tests (one at a time: a page's timings want a core) at the same time.
+        pytest_tier("postgres", ["-m", "db"], workers=_workers(), LOOM_TEST_DB="postgres"),
+        pytest_tier("browser", ["-m", "browser"], workers=None, beside="postgres"),
     ]
 
 
@@ -108,6 +108,36 @@ def run(tier: Tier) -> Outcome:
     return Outcome(tier, seconds, status, _counts(tier.report), _children_cpu() - cpu)
 
 
+def run_beside(tier: Tier, main: Tier) -> list[Outcome]:
+    """`tier` in the background, its output in a file printed once it ends, while `main` runs.
+    (The CPU of the two is counted together, in `main`'s.)"""
+    (command,) = tier.commands
+    output = REPORTS / f"{tier.name}.log"
+    began = time.monotonic()
+    with output.open("wb") as out:
+        background = subprocess.Popen(
+            command, cwd=tier.cwd, env={**os.environ, **tier.env}, stdout=out, stderr=out
+        )
+        try:
+            first = run(main)
+        finally:
+            status = background.wait()
+    seconds = time.monotonic() - began
+    print(f"\n=== {tier.name} (beside {main.name}) ===", flush=True)
+    sys.stdout.write(output.read_text(errors="replace"))
+    return [first, Outcome(tier, seconds, status, _counts(tier.report))]
+
+
+def run_all(chosen: list[Tier]) -> list[Outcome]:
+    partners = {t.beside: t for t in chosen if t.beside}
+    outcomes: list[Outcome] = []
+    for tier in chosen:
+        if tier.beside and tier.beside in {t.name for t in chosen}:
+            continue  # run with its partner
+        outcomes += run_beside(partners[tier.name], tier) if tier.name in partners else [run(tier)]
+    return outcomes
+
+
 def _children_cpu() -> float:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
@@ -136,7 +166,8 @@ def summary(outcomes: list[Outcome], total_s: float) -> str:
     for o in outcomes:
         counts = ", ".join(f"{n} {k}" for k, n in o.counts.items() if n) if o.counts else ""
         result = "ok" if o.status == 0 else "FAILED"
-        line = f"{o.tier.name:<12} {result:<7} {_clock(o.seconds):>8} {o.cores:>5.2f}  {counts}"
+        cores = f"{o.cores:5.2f}" if o.cpu_s else "    -"
+        line = f"{o.tier.name:<12} {result:<7} {_clock(o.seconds):>8} {cores}  {counts}"
         lines.append(line)
     ran = sum(sum(o.counts.values()) for o in outcomes)
     lines.append(f"{'total':<12} {'':<7} {_clock(total_s):>8}  {ran} tests")
@@ -178,7 +209,7 @@ def main() -> int:
     REPORTS.mkdir(exist_ok=True)
     began = time.monotonic()
     chosen = [t for t in tiers(args.which) if not args.only or t.name in args.only]
-    outcomes = [run(tier) for tier in chosen]
+    outcomes = run_all(chosen)
     print(summary(outcomes, time.monotonic() - began), flush=True)
     return next((o.status for o in outcomes if o.status), 0)
 
