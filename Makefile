@@ -18,11 +18,11 @@ $(BIN)/python:
 	$(PIP) install --upgrade 'pip>=23.3' 'uv>=0.13,<0.14'
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(UVPIP) -e '.[torch,onnx]'
+	$(UVPIP) -- -e '.[torch,onnx]'
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(UVPIP) -e '.[torch,s3,onnx,postgres,ray,kubernetes,dev,xgboost,explain]'
+	$(UVPIP) -- -e '.[torch,s3,onnx,postgres,ray,kubernetes,dev,xgboost,explain]'
 	touch $@ $(VENV)/.demo-installed
 
 # Learners run in a bubblewrap sandbox when the platform runs as root (Debian's package);
