@@ -36,8 +36,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
 
 
 def on_ray(home: Path, cluster: RayCluster) -> Server:
+    # exec'd, not forked (tests/forked.py): Ray's client, in a fork of a process that has
+    # imported Ray, never gets its job's learners started
     return Server(
         home,
+        fork=False,
         LOOM_LAUNCHER="ray",
         LOOM_RAY_ADDRESS=cluster.address,
         LOOM_LEARNER_CHECKPOINT_SYNC_S="1",
