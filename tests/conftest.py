@@ -87,6 +87,25 @@ DATABASE_TESTS = (
 )
 
 
+# The longest modules (a minute or more each, on one worker: their platform or cluster is
+# shared), started first so that the tier does not end waiting on one of them.
+LONGEST_FIRST = (
+    "tests/launchers/test_ray.py",
+    "tests/monitoring/",
+    "tests/dialects/mlflow/test_differential.py",
+    "tests/api/test_openapi_fuzz.py",
+    "tests/api/test_tensorflow.py",
+    "tests/examples/test_demo.py",
+    "tests/pipelines/test_runs.py",
+    "tests/api/test_distributed.py",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    found = (i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix))
+    return next(found, len(LONGEST_FIRST))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         where = item.nodeid
@@ -95,6 +114,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for pattern in DATABASE_TESTS
         ) and not item.get_closest_marker("postgres"):
             item.add_marker(pytest.mark.db)
+    items.sort(key=_rank)  # stable: the others keep their order
 
 
 _current_test: list[pytest.Item] = []

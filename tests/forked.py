@@ -5,8 +5,10 @@ a run of the suite (a third of the integration tests' CPU). A test process impor
 each platform is then a fork of it that runs `python -m loom.api` in a process of its own, with
 its own environment, standard output and error, exactly as an exec would, only without
 importing again. What the child inherits from the test process and an exec would not have is
-put back: the file descriptors (all closed but the log), the environment, the signal handlers,
-the warnings filters, logging and `sys.std*` (pytest captures them), the exit handlers.
+put back: the file descriptors (all closed but the log; the test process's garbage collected
+before the fork and the rest frozen, so that no finalizer closes a number the platform reuses),
+the environment, the signal handlers, the warnings filters, logging and `sys.std*` (pytest
+captures them), the exit handlers.
 
 A test that needs a real exec (one that reads the platform's `/proc/PID/environ`, which a fork
 keeps from its parent) asks for it: `Server(..., fork=False)`; `LOOM_TEST_FORK=0` execs all.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import faulthandler
+import gc
 import io
 import logging
 import os
@@ -48,6 +51,10 @@ class Forked:
         self.returncode: int | None = None
         sys.stdout.flush()
         sys.stderr.flush()
+        # Garbage of this process is finalized here, not in the child: there its descriptors'
+        # numbers belong to the platform's own files (its database), which a late finalizer
+        # would close ("disk I/O error", "Bad file descriptor": seen in the browser tests).
+        gc.collect()
         pid = os.fork()
         if pid == 0:  # pragma: no cover (the child never returns)
             _run(module, args, env, out.fileno())
@@ -83,6 +90,7 @@ class Forked:
 def _run(module: str, args: list[str], env: dict[str, str], log: int) -> None:
     """In the child: become `python -m MODULE ARGS`, then exit with its status."""
     code = 1
+    gc.freeze()  # and what this process had is never collected in the child either
     try:
         _become_fresh(env, log)
         sys.argv = [module, *args]
