@@ -76,7 +76,7 @@ def payloads(
     name: str,
     loom: PlatformDep,
     user: UserDep,
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[int | None, Query(ge=1, le=10**9)] = None,
     since: Annotated[float | None, Query(description="UNIX time")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     outliers: Annotated[bool, Query(description="the flagged requests instead")] = False,

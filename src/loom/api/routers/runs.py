@@ -90,7 +90,7 @@ def search_runs(
     order_by: Annotated[list[str] | None, Query()] = None,
     view: View = View.ACTIVE_ONLY,
     max_results: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> dict[str, Any]:
     """Runs that match an MLflow filter (`metrics.loss < 0.5 and params.lr = '0.1'`), newest
     first unless `order_by` says (`metrics.accuracy DESC`)."""
