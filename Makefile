@@ -102,8 +102,9 @@ check: $(VENV)/.test-installed
 	$(BIN)/python tools/test_tiers.py check
 
 # Everything: the above, the UI's own tests, every integration test on SQLite (in parallel over
-# the cores), the browser tests, and the tests whose behaviour depends on the database again on
-# PostgreSQL (marker `db`). It ends with a summary: each tier's tests and time, the slowest 15.
+# the cores), the tests whose behaviour depends on the database again on PostgreSQL (marker
+# `db`) with the browser tests beside them. It ends with a summary: each tier's tests, time and
+# cores, the slowest 15 tests and the failed ones.
 test: $(VENV)/.test-installed sandbox-tools proxy-tools postgres-tools browser-tools ui \
 	foreign-clients
 	$(BIN)/python tools/test_tiers.py test

@@ -32,8 +32,7 @@ SLOWEST = 15
 
 def _workers(extra: int = 0) -> str:
     """pytest-xdist workers: LOOM_TEST_WORKERS, else one per core (at least two) and `extra`:
-    an integration test spends much of its time waiting on the processes it started (a tier
-    of them at one worker per core kept 1.0-1.5 of 2 cores busy, `cores` in the summary)."""
+    an integration test spends part of its time waiting on the processes it started."""
     return os.environ.get("LOOM_TEST_WORKERS") or str(max(2, os.cpu_count() or 1) + extra)
 
 
@@ -93,8 +92,9 @@ class Outcome:
 
     @property
     def cores(self) -> float:
-        """How many cores the tier kept busy on average: well under the machine's count says
-        its tests mostly wait (more workers would help); at it, they are CPU-bound."""
+        """How many cores the tier's waited-for processes kept busy on average. A floor, not
+        the whole: a learner's wrapper leaves its spawner's tree (it outlives the platform), so
+        the CPU of jobs is not counted; a tier that runs jobs can be CPU-bound below 2.0."""
         return self.cpu_s / self.seconds if self.seconds else 0.0
 
 
