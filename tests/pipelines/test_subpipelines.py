@@ -80,7 +80,7 @@ FAILS = {
 }
 SLOW = {
     "name": "slow",
-    "timeout_s": 3,
+    "timeout_s": 10,  # room for its step to start on a loaded machine; then it is halted
     "steps": [{"name": "nap", "kind": "shell", "command": "sleep 120"}],
 }
 
@@ -92,8 +92,8 @@ def steps(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_sub_pipelines_triggers_artifacts_and_deadlines(tenant: LoomClient) -> None:
     """The fan-out's sub-runs give [4, 9] as the run's output; the clean-up runs after the
     failure and sees FAILED; the run past its deadline ends FAILED, its step halted."""
-    made = [tenant.run_pipeline(spec) for spec in (PASSES, FAILS, SLOW)]
-    passes, fails, slow = (tenant.wait_pipeline_run(m["id"], timeout_s=240) for m in made)
+    made = [tenant.run_pipeline(spec) for spec in (SLOW, PASSES, FAILS)]
+    slow, passes, fails = (tenant.wait_pipeline_run(m["id"], timeout_s=240) for m in made)
 
     assert passes["state"] == "SUCCEEDED", passes["message"]
     assert passes["outputs"] == {"squares": [4, 9]}
@@ -110,5 +110,5 @@ def test_sub_pipelines_triggers_artifacts_and_deadlines(tenant: LoomClient) -> N
     assert cleanup["state"] == "SUCCEEDED"
     assert cleanup["tasks"][0]["outputs"]["values"] == {"saw": "FAILED"}
 
-    assert slow["state"] == "FAILED" and slow["message"].startswith("timed out after 3 s")
+    assert slow["state"] == "FAILED" and slow["message"].startswith("timed out after 10 s")
     assert steps(slow)["nap"]["state"] == "HALTED"
