@@ -17,11 +17,13 @@ keeps from its parent) asks for it: `Server(..., fork=False)`; `LOOM_TEST_FORK=0
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import gc
 import io
 import logging
 import os
+import pathlib
 import runpy
 import signal
 import subprocess
@@ -53,9 +55,9 @@ def preload(module: str) -> None:
     import alembic.script  # noqa: F401
     from sqlalchemy.orm import configure_mappers
 
-    import loom.api.__main__  # noqa: F401
+    import loom.api.__main__
     import loom.dialects
-    import loom.store.tables  # noqa: F401
+    import loom.store.tables
 
     loom.dialects.routers()
     loom.dialects.middleware()
@@ -115,6 +117,8 @@ def _run(module: str, args: list[str], env: dict[str, str], log: int) -> None:
     gc.freeze()  # and what this process had is never collected in the child either
     try:
         _become_fresh(env, log)
+        with contextlib.suppress(OSError):  # `ps` and profilers name it, not pytest
+            pathlib.Path("/proc/self/comm").write_text(module[:15])
         sys.argv = [module, *args]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
