@@ -81,7 +81,14 @@ FAILS = {
 SLOW = {
     "name": "slow",
     "timeout_s": 10,  # room for its step to start on a loaded machine; then it is halted
-    "steps": [{"name": "nap", "kind": "shell", "command": "sleep 120"}],
+    # told to stop, it takes two seconds to: the run is seen while its step stops
+    "steps": [
+        {
+            "name": "nap",
+            "kind": "shell",
+            "command": "trap 'sleep 2; exit 143' TERM; sleep 120 & wait",
+        }
+    ],
 }
 
 
@@ -93,7 +100,9 @@ def test_sub_pipelines_triggers_artifacts_and_deadlines(tenant: LoomClient) -> N
     """The fan-out's sub-runs give [4, 9] as the run's output; the clean-up runs after the
     failure and sees FAILED; the run past its deadline ends FAILED, its step halted."""
     made = [tenant.run_pipeline(spec) for spec in (SLOW, PASSES, FAILS)]
-    slow, passes, fails = (tenant.wait_pipeline_run(m["id"], timeout_s=240) for m in made)
+    seen: list[str] = []
+    slow = tenant.wait_pipeline_run(made[0]["id"], 240, 0.1, lambda r: seen.append(r["state"]))
+    passes, fails = (tenant.wait_pipeline_run(m["id"], timeout_s=240) for m in made[1:])
 
     assert passes["state"] == "SUCCEEDED", passes["message"]
     assert passes["outputs"] == {"squares": [4, 9]}
@@ -112,3 +121,6 @@ def test_sub_pipelines_triggers_artifacts_and_deadlines(tenant: LoomClient) -> N
 
     assert slow["state"] == "FAILED" and slow["message"].startswith("timed out after 10 s")
     assert steps(slow)["nap"]["state"] == "HALTED"
+    # FAILED from its deadline on, while its step stopped, then ended: never HALTED on the way
+    assert seen[-1] == "FAILED" and "HALTED" not in seen, seen
+    assert seen.count("FAILED") > 1 and slow["finished_at"] is not None

@@ -98,7 +98,8 @@ class PipelineCalls:
         poll_s: float = 0.5,
         on_change: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
-        """Until the run has ended (SUCCEEDED, FAILED or HALTED); `on_change(run)` is told each
+        """Until the run has ended (SUCCEEDED, FAILED or HALTED, its steps stopped: a halted
+        run's jobs may take a moment to stop); `on_change(run)` is told each
         time the run differs from the last look (the run without its spec). `TimeoutError` past
         `timeout_s`."""
         deadline = time.monotonic() + timeout_s
@@ -108,7 +109,7 @@ class PipelineCalls:
             if on_change is not None and found != last:
                 on_change(found)
             last = found
-            if found["state"] in RUN_ENDED:
+            if found["state"] in RUN_ENDED and found.get("finished_at") is not None:
                 return found
             if time.monotonic() > deadline:
                 state = found["state"]

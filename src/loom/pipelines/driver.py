@@ -179,7 +179,7 @@ class PipelineDriver(RowDriver):
     # -- running tasks -----------------------------------------------------------------------
     def _follow(self, view: View) -> None:
         self._deadline(view)
-        halted = view.run.state == RunState.HALTED
+        halted = halting(view.run)
         for task in view.tasks:
             if task.state != StepState.RUNNING:
                 continue
@@ -202,7 +202,9 @@ class PipelineDriver(RowDriver):
             self._ended(view, step, task, finished)
 
     def _deadline(self, view: View) -> None:
-        """A run past its `timeout_s` is halted (its steps' jobs too), then ends FAILED."""
+        """A run past its `timeout_s` is FAILED at once, saying so, and its steps' jobs are
+        halted; it has ended (`finished_at`) once they have stopped. It never reads HALTED on
+        the way: a client waiting for the run to end must not stop at a state it then leaves."""
         limit = view.spec.timeout_s
         if limit is None or view.run.state not in ACTIVE_RUN:
             return
@@ -211,7 +213,7 @@ class PipelineDriver(RowDriver):
         with self.db.session() as session:
             row = session.get_one(PipelineRun, view.run.id)
             if row.state in ACTIVE_RUN:
-                row.state = RunState.HALTED.value
+                row.state = RunState.FAILED.value
                 row.message = f"{TIMED_OUT} after {limit:g} s"
             view.run.state, view.run.message = row.state, row.message
 
@@ -240,7 +242,7 @@ class PipelineDriver(RowDriver):
         if state == StepState.HALTED and task.message.startswith(TIMED_OUT):
             state, message = StepState.FAILED, f"{task.message}; {message}"
         retry = state == StepState.FAILED and task.attempt <= step.retry.limit
-        if retry and view.run.state != RunState.HALTED:
+        if retry and not halting(view.run):
             delay = step.retry.delay(task.attempt - 1)
             self._update(
                 task,
@@ -531,10 +533,10 @@ class PipelineDriver(RowDriver):
                 _step_entry(run, name, state, message, now)
             states = [StepState(run.steps[s.name]["state"]) for s in view.spec.steps]
             running = any(t.state == StepState.RUNNING for t in view.tasks)
-            if run.state == RunState.HALTED:
+            if halting(run):
                 if not running and run.finished_at is None:
                     run.finished_at = now
-                    if run.message.startswith(TIMED_OUT):  # its deadline, not a request
+                    if run.message.startswith(TIMED_OUT):  # a sub-run's deadline, not a request
                         run.state = RunState.FAILED.value
                 return
             ended = run_state(states)
@@ -595,6 +597,15 @@ class PipelineDriver(RowDriver):
             if row.state == RunState.PENDING:
                 row.state = RunState.RUNNING.value
             run.steps = row.steps
+
+
+def halting(run: PipelineRun) -> bool:
+    """Nothing new starts in the run and its running steps are halted: halted by its owner
+    (or its parent), or past its own deadline (FAILED at once) while its steps stop."""
+    if run.state == RunState.HALTED:
+        return True
+    timed_out = run.state == RunState.FAILED and run.message.startswith(TIMED_OUT)
+    return timed_out and run.finished_at is None
 
 
 def _ending(view: View) -> str:

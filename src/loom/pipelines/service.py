@@ -177,6 +177,8 @@ class Pipelines:
                 raise Conflict(f"pipeline run {row.id} is part of run {row.parent_id}; retry that")
             if RunState(row.state) in ACTIVE_RUN:
                 raise Conflict(f"pipeline run {row.id} is {row.state}; halt it or let it end")
+            if row.finished_at is None:
+                raise Conflict(f"pipeline run {row.id} is {row.state}; its steps are stopping")
             again = self._retry_in(session, row)
             if not again:
                 raise InvalidInput(f"pipeline run {row.id}: every step succeeded; nothing to retry")
