@@ -16,8 +16,10 @@ FINAL = {"COMPLETED", "FAILED", "HALTED"}
 EXAMPLE = ROOT / "examples" / "digits-boosting"
 
 
+# One platform for both: the example's environment (both boosters' packages) is built once.
 @pytest.mark.parametrize("booster", ["xgboost", "lightgbm"])
-def test_a_booster_is_served_as_onnx(server: Server, booster: str) -> None:
+def test_a_booster_is_served_as_onnx(shared_server: Server, booster: str) -> None:
+    server = shared_server
     manifest = (EXAMPLE / "manifest.yml").read_text()
     manifest = manifest.replace("--booster xgboost", f"--booster {booster}")
     manifest = manifest.replace("name: digits-boosting", f"name: digits-{booster}")

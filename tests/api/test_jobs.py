@@ -18,6 +18,7 @@ from tests.conftest import (
     ROOT,
     Seat,
     Server,
+    database_free,
     eventually,
     make_zip,
     manifest,
@@ -37,6 +38,7 @@ def submit(
 
 
 @pytest.mark.slow
+@database_free  # a minute of training; the registry's rows on PostgreSQL: test_models, the fuzz
 def test_digits_example_completes_with_accuracy_and_model(seat: Seat, tmp_path: Path) -> None:
     """The example trains as a platform job: COMPLETED, accuracy in its logs, model and its
     reference data in results."""
