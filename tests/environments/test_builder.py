@@ -164,6 +164,20 @@ def test_nothing_a_package_ships_runs_while_it_is_installed(tmp_path: Path) -> N
     assert compiled  # compiled all the same, by the platform's Python without `site`
 
 
+def test_modules_are_compiled_but_a_packages_own_tests(tmp_path: Path) -> None:
+    """What jobs import is compiled at build time (they cannot write bytecode); the test
+    suite a package ships is not (half of a build's CPU, for files no job imports)."""
+    wheels = tmp_path / "wheels"
+    files = {"loom_tested/__init__.py": "", "loom_tested/core.py": "X = 1\n"}
+    files |= {"loom_tested/tests/__init__.py": "", "loom_tested/tests/test_core.py": "Y = 2\n"}
+    _wheel(wheels, "loom_tested", files)
+    wanted = request(tmp_path / "envs", ["loom-tested==1.0"], find_links=[str(wheels)])
+    builder.ensure(wanted, lambda _: None, lambda _: None).release()
+    package = next(wanted.folder.glob("lib/python3*/site-packages/loom_tested"))
+    assert list((package / "__pycache__").glob("core.*.pyc"))
+    assert not (package / "tests" / "__pycache__").exists()
+
+
 def test_every_file_is_readable_by_other_uids(tmp_path: Path) -> None:
     """Whatever mode uv's cache gave a file, the jobs' uids can read the environment."""
     wanted = request(tmp_path, ["toolz==1.1.0"])

@@ -268,12 +268,19 @@ def _install_command(request: Request, packages: list[str], *options: str) -> li
     return [*command, "--", *packages]
 
 
+# Packages' own test suites (pandas', SciPy's, scikit-learn's: a third or more of their files)
+# are not compiled: jobs do not import them, and compiling them took half of a build's CPU.
+# (Matched below site-packages only: the platform's home may lie in a folder named tests.)
+NOT_COMPILED = r"/site-packages/(?:[^/]+/)*tests?/"
+
+
 def _compile_command(folder: Path) -> list[str]:
     """Bytecode, compiled once here: the environment is read-only to jobs, which would compile
     every module they import, every time. By the platform's own Python with no `site` (`-S`):
     never the environment's, whose packages' `.pth` files would run their code as this user."""
     target = next((folder / "lib").glob("python3*/site-packages"))
-    return [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0", str(target)]
+    command = [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0"]
+    return [*command, "-x", NOT_COMPILED, str(target)]
 
 
 def _compile(folder: Path, request: Request, say: Say) -> None:
