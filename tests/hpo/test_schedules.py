@@ -86,3 +86,31 @@ def test_pbt_exploits_the_best_and_explores_the_rest_from_their_checkpoints() ->
     for child in children:
         assert 0.01 <= child.sampled["lr"] <= 0.1
         assert round(child.sampled["lr"] * 100, 9).is_integer()  # on the parameter's steps
+
+
+def test_proposals_of_one_pass_see_each_other() -> None:
+    """Two PBT slots free at once, with four of a generation of five made: the first proposal
+    completes the generation, the second starts the next from it (both were generation 0)."""
+    made = spec("pbt", {"n_population": "5", "truncation_threshold": "0.2", "random_state": "4"})
+    past = [
+        Past(n, TrialPhase.SUCCEEDED, {"lr": 0.01 * (n + 1)}, {"pbt": {"generation": 0}}, 0.1 * n)
+        for n in range(4)
+    ]
+    search = Search(made, {}, past)
+    first, second = search.propose(), search.propose()
+    assert first is not None and first.attrs["pbt"] == {"generation": 0}
+    assert second is not None and second.attrs["pbt"]["generation"] == 1
+
+
+def test_judging_a_running_trial_keeps_its_schedules_attributes() -> None:
+    """With no pruner (PBT), a running trial's attributes (its generation and parent) come back
+    as they were: the driver stores what it is given, and once stored `{}` for them."""
+    made = spec("pbt", {"n_population": "2", "truncation_threshold": "0.5"})
+    child = {"pbt": {"generation": 1, "parent": 0}}
+    past = [
+        Past(0, TrialPhase.SUCCEEDED, {"lr": 0.02}, {"pbt": {"generation": 0}}, 0.5),
+        Past(1, TrialPhase.SUCCEEDED, {"lr": 0.03}, {"pbt": {"generation": 0}}, 0.6),
+        Past(2, TrialPhase.RUNNING, {"lr": 0.02}, child, intermediate={1: 0.4}),
+    ]
+    stop, attrs = Search(made, {}, past).should_stop(2)
+    assert not stop and attrs["pbt"] == child["pbt"]

@@ -123,7 +123,12 @@ class Search:
         """The next trial's point; None while the algorithm waits for running trials (a
         Hyperband rung, a PBT generation)."""
         if self.schedule is not None:
-            return self.schedule.propose(self)
+            found = self.schedule.propose(self)
+            if found is not None:  # the next proposal of the same pass sees this one, as it
+                # would once stored (two PBT trials ending together made two of generation 0)
+                number = max((t.number for t in self.past), default=-1) + 1
+                self.past.append(Past(number, TrialPhase.CREATED, found.sampled, found.attrs))
+            return found
         return self.ask()
 
     def ask(self, fixed: dict[str, Any] | None = None) -> Proposal:
@@ -143,11 +148,9 @@ class Search:
     def should_stop(self, number: int) -> tuple[bool, dict[str, Any]]:
         """Whether the pruner stops running trial `number` on what it reported, and the trial's
         attributes after (a successive-halving rung is recorded there)."""
-        if self.pruner is None:
-            return False, {}
         frozen = self.study.get_trials(deepcopy=False)[number]
-        if frozen.state != TrialState.RUNNING or frozen.last_step is None:
-            return False, dict(frozen.system_attrs)
+        if self.pruner is None or frozen.state != TrialState.RUNNING or frozen.last_step is None:
+            return False, dict(frozen.system_attrs)  # its own, kept (a PBT trial's parent)
         stop = self.pruner.prune(self.study, frozen)
         after = self.study.get_trials(deepcopy=False)[number]
         return bool(stop), dict(after.system_attrs)
