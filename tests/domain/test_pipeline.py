@@ -105,6 +105,23 @@ def test_environment_and_values_must_be_mappings() -> None:
     assert caught.value.field == "steps[0].values"
 
 
+def test_a_deploy_steps_monitoring_is_a_mapping_of_the_apis_fields() -> None:
+    """`monitoring:` on a deploy step takes the API's fields; another, or a list, is refused
+    with its path (values are checked when the step deploys, against the version too)."""
+
+    def deploy(**more: Any) -> dict[str, Any]:
+        return {"name": "d", "kind": "deploy", "deployment": "x", "model": "m@1", **more}
+
+    watch = {"drift": True, "window": 50, "payloads": {"rate": 0.1}}
+    parse_pipeline(spec(deploy(monitoring=watch)))
+    with pytest.raises(ManifestError) as unknown:
+        parse_pipeline(spec(deploy(monitoring={"drfit": True})))
+    assert unknown.value.field == "steps[0].monitoring.drfit"
+    with pytest.raises(ManifestError) as listed:
+        parse_pipeline(spec(deploy(monitoring=[True])))
+    assert listed.value.field == "steps[0].monitoring"
+
+
 def test_a_retry_backoff_stops_growing_at_its_maximum() -> None:
     """`max_backoff_s` caps the exponential backoff."""
     parsed = parse_pipeline(

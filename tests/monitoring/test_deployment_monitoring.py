@@ -6,6 +6,7 @@ kept, payloads are sampled and never carry the caller's token, and the platform'
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import httpx
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, eventually, register
+from tests.conftest import Server, eventually, processes_with, register
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +49,10 @@ def test_drift_outliers_and_payloads(monitored_server: Server, tabular_zip: byte
         trigger = {"drift": {"deployment": "tab", "cooldown_s": 0}}
         loom.schedule_pipeline(retrain, "on-drift", "", trigger=trigger)
         eventually(lambda: _state(loom) == "watching", timeout=300)
+        # the detector yields the CPU to serving: it runs at a lower priority than the gateway
+        ours = str(monitored_server.home).encode()
+        detectors = [p for p in processes_with(b"loom.serving.detector") if ours in _cmdline(p)]
+        assert detectors and {_nice(p) for p in detectors} == {min(19, os.nice(0) + 10)}
         url = view["urls"]["v2_infer"]
         rng = np.random.default_rng(7)
         for _ in range(5 * WINDOW // PER_REQUEST):
@@ -108,6 +113,33 @@ def test_monitoring_refused_without_reference(monitored_server: Server, model_zi
         assert bad.value.status in (400, 422) and "window" in str(bad.value)
 
 
+def test_a_pipelines_deploy_step_turns_monitoring_on(
+    monitored_server: Server, tabular_zip: bytes
+) -> None:
+    """A deploy step's `monitoring:` reaches the deployment it creates (drift watched, the
+    window given); one the API would refuse fails the step, naming the field."""
+    with monitored_server.client() as admin:
+        token = admin.add_user("pipeline-watcher")["token"]
+    with LoomClient(monitored_server.url, token) as loom:
+        register(loom, tabular_zip, name="tabular")
+
+        def deploying(name: str, monitoring: dict[str, Any]) -> dict[str, Any]:
+            step = {"name": "serve", "kind": "deploy", "deployment": name,
+                    "model": "tabular@1", "monitoring": monitoring}  # fmt: skip
+            made = loom.run_pipeline({"name": f"deploy-{name}", "steps": [step]})
+            return loom.wait_pipeline_run(made["id"], timeout_s=180)
+
+        done = deploying("watched", {"drift": True, "window": 40})
+        assert done["state"] == "SUCCEEDED", done["steps"]
+        watched = loom.deployment("watched")["monitoring"]
+        assert watched["drift"] is True and watched["window"] == 40
+
+        refused = deploying("unwatched", {"drift": True, "window": 1})
+        assert refused["state"] == "FAILED"
+        assert "monitoring.window" in refused["steps"][0]["message"], refused["steps"]
+        loom.delete_deployment("watched")
+
+
 def _flagged(loom: LoomClient, text: str) -> list[dict[str, Any]]:
     return [r for r in loom.deployment_payloads("tab", outliers=True) if text in r["request"]]
 
@@ -117,3 +149,16 @@ def _state(loom: LoomClient) -> str:
     if status.get("state") == "failing":
         raise AssertionError(json.dumps(status))
     return str(status.get("state"))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as found:
+            return found.read()
+    except OSError:
+        return b""
+
+
+def _nice(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as found:
+        return int(found.read().rsplit(")", 1)[1].split()[16])

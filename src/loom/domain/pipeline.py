@@ -45,7 +45,7 @@ _FIELDS: dict[StepKind, tuple[str, ...]] = {
     "select": ("from", "model", "metric", "mode"),
     "deploy": (
         *("deployment", "model", "min_replicas", "max_replicas", "public", "scaling"),
-        "canary_percent",
+        *("canary_percent", "monitoring"),
     ),
     "pipeline": ("pipeline", "parameters"),
 }
@@ -56,6 +56,9 @@ SCALING = (
     *("target_concurrency", "scale_down_delay_s", "batch_size", "batch_wait_ms", "request_log"),
     "gpus_per_replica",
 )
+# A deploy step's `monitoring`: the API's (`POST /v1/deployments`), its values checked when the
+# step deploys (against the version's reference data too).
+MONITORING = ("drift", "outliers", "window", "p_value", "outlier_fpr", "payloads")
 
 
 @dataclass(frozen=True)
@@ -388,6 +391,8 @@ def _deploy_fields(fields: dict[str, Any], where: str, _names: list[str]) -> Non
             check.count(fields.get(key), f"{where}.{key}", 0)
     scaling = check.mapping(fields.get("scaling") or {}, f"{where}.scaling")
     check.known(scaling, SCALING, f"{where}.scaling")
+    monitoring = check.mapping(fields.get("monitoring") or {}, f"{where}.monitoring")
+    check.known(monitoring, MONITORING, f"{where}.monitoring")
     if fields.get("canary_percent") is not None:
         percent = check.number(fields["canary_percent"], f"{where}.canary_percent")
         if not 0 <= percent <= 100:

@@ -33,6 +33,7 @@ from loom.registry.models import ModelRegistry, metric_value
 from loom.sandbox.files import UnsafePath, open_regular, regular_files
 from loom.serving.canary import CanaryChange
 from loom.serving.deployments import Deployments
+from loom.serving.monitoring import Monitoring
 from loom.serving.scaling import Scaling
 from loom.settings import Settings
 from loom.storage.artifacts import ArtifactStore
@@ -350,13 +351,15 @@ class StepKinds:
         }
         scaling.update(fields.get("scaling") or {})
         percent = fields.get("canary_percent")
+        watch = fields.get("monitoring") or None  # the API's shape; changes what it names
         try:
             try:
                 current = self.deployments.get(owner_id, name)
             except NotFound:
                 view = self.deployments.create(
-                    owner_id, name, model, version, Scaling(**scaling), None, public=public
-                )
+                    owner_id, name, model, version, Scaling(**scaling), None, public=public,
+                    monitoring=Monitoring().changed(watch) if watch else None,
+                )  # fmt: skip
             else:
                 if current["model"] != model:
                     raise StepFailed(
@@ -370,7 +373,7 @@ class StepKinds:
                         canary = CanaryChange(str(served), float(percent), False, False)
                 view = self.deployments.update(
                     owner_id, name, scaling, None if canary else version, public=public,
-                    canary=canary,
+                    canary=canary, monitoring=watch,
                 )  # fmt: skip
         except (InvalidInput, NotFound) as exc:
             raise StepFailed(exc.message) from None

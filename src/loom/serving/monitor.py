@@ -14,8 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,10 @@ GATHER_S = 0.02  # frames gathered this long, then written at once: one write an
 MAX_PENDING = 2048  # recent requests kept to log one the detector flags
 OUTLIER_BODY = 4096
 RESTART_S = (1.0, 60.0)
+# The detector runs at a lower CPU priority than serving: on a busy machine the gateway and the
+# replicas take the cores first, the detector what is left (and, lagging, it is sent fewer of
+# the requests, counted as missed): monitoring never slows what it watches.
+DETECTOR_NICE = 10
 MAX_MESSAGE = 600
 INFER = (b"/infer", b":predict")
 
@@ -203,7 +210,7 @@ class Monitor:
                 cwd=self.folder,
                 env={**start.env, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
                 start_new_session=True,
-                preexec_fn=start.before_exec,
+                preexec_fn=partial(_yielding, start.before_exec),
                 limit=2**20,
             )
         assert self.process.stdout is not None
@@ -396,3 +403,11 @@ class Monitor:
             family.add_metric([name], value)
             out.append(family)
         return out
+
+
+def _yielding(before_exec: Callable[[], None] | None) -> None:
+    """In the detector's process before its exec: the sandbox's own step, then a lower priority
+    (inherited by what the sandbox runs)."""
+    if before_exec is not None:
+        before_exec()
+    os.nice(DETECTOR_NICE)
