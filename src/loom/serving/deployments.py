@@ -123,39 +123,42 @@ class Deployments:
         version = self.registry.version(owner, model, ref)
         _has_reference(version, monitoring)
         now = time.time()
-        with self._lock, self.db.session() as session:
-            taken = session.scalars(
-                select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
-            ).first()
-            if taken is not None:
-                raise Conflict(f"a deployment named {name!r} exists; delete it or pick another")
-            row = Deployment(
-                id=uuid.uuid4().hex,
-                owner_id=owner,
-                name=name,
-                model_name=model,
-                model_ref=ref,
-                model_version=version.version,
-                port=self._port(session, port),
-                created_at=now,
-                updated_at=now,
-                public=public,
-                monitoring=monitoring.as_dict() if monitoring and monitoring.active else None,
-                runtime=code.runtime,
-                pip=code.pip or None,
-                explainer=code.explainer,
-                **columns(scaling),
-            )
-            if isinstance(code.transformer, str):
-                row.transformer = store_transformer(self.registry.artifacts, code.transformer)
-            session.add(row)
-            session.flush()
-            row.grpc_port = self._port(session, grpc_port, "grpc_port")
-            with without_paths(f"deployment {name!r}: its model files could not be copied"):
-                self._materialize(row, version)
-                self._spec(row)  # its transformer and environments, checked before it is kept
-        with without_paths(f"deployment {name!r} could not be started"):
-            self._spawn(row)
+        # One lock from the row to its gateway: the supervisor, seeing the row between the two,
+        # started a gateway of its own, then this one a second (left running, known to none).
+        with self._lock:
+            with self.db.session() as session:
+                taken = session.scalars(
+                    select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
+                ).first()
+                if taken is not None:
+                    raise Conflict(f"a deployment named {name!r} exists; delete it or pick another")
+                row = Deployment(
+                    id=uuid.uuid4().hex,
+                    owner_id=owner,
+                    name=name,
+                    model_name=model,
+                    model_ref=ref,
+                    model_version=version.version,
+                    port=self._port(session, port),
+                    created_at=now,
+                    updated_at=now,
+                    public=public,
+                    monitoring=monitoring.as_dict() if monitoring and monitoring.active else None,
+                    runtime=code.runtime,
+                    pip=code.pip or None,
+                    explainer=code.explainer,
+                    **columns(scaling),
+                )
+                if isinstance(code.transformer, str):
+                    row.transformer = store_transformer(self.registry.artifacts, code.transformer)
+                session.add(row)
+                session.flush()
+                row.grpc_port = self._port(session, grpc_port, "grpc_port")
+                with without_paths(f"deployment {name!r}: its model files could not be copied"):
+                    self._materialize(row, version)
+                    self._spec(row)  # its transformer and environments, checked before it is kept
+            with without_paths(f"deployment {name!r} could not be started"):
+                self._spawn(row)
         return self.view(row)
 
     def _gpu_count(self) -> int | None:

@@ -35,25 +35,26 @@ def create_graph(
     served at an endpoint of its own; its gateway routes, it has no replicas."""
     graph = parse_graph(document)
     now = time.time()
-    with deployments._lock, deployments.db.session() as session:
-        if session.scalars(
-            select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
-        ).first():
-            raise Conflict(f"a deployment named {name!r} exists; delete it or pick another")
-        members(deployments, session, owner, graph, strict=True)
-        row = Deployment(
-            id=uuid.uuid4().hex, owner_id=owner, name=name, model_name="",
-            model_ref="graph", model_version=0, port=deployments._port(session, port),
-            created_at=now, updated_at=now, public=public, graph=graph.json(),
-            **columns(Scaling(min_replicas=0).checked()),
-        )  # fmt: skip
-        session.add(row)
-        session.flush()
-        row.grpc_port = deployments._port(session, grpc_port, "grpc_port")
-    from loom.serving.deployments import without_paths  # it imports this module
+    with deployments._lock:  # from the row to its gateway: see Deployments.create
+        with deployments.db.session() as session:
+            if session.scalars(
+                select(Deployment).where(Deployment.owner_id == owner, Deployment.name == name)
+            ).first():
+                raise Conflict(f"a deployment named {name!r} exists; delete it or pick another")
+            members(deployments, session, owner, graph, strict=True)
+            row = Deployment(
+                id=uuid.uuid4().hex, owner_id=owner, name=name, model_name="",
+                model_ref="graph", model_version=0, port=deployments._port(session, port),
+                created_at=now, updated_at=now, public=public, graph=graph.json(),
+                **columns(Scaling(min_replicas=0).checked()),
+            )  # fmt: skip
+            session.add(row)
+            session.flush()
+            row.grpc_port = deployments._port(session, grpc_port, "grpc_port")
+        from loom.serving.deployments import without_paths  # it imports this module
 
-    with without_paths(f"graph {name!r} could not be started"):
-        deployments._spawn(row)
+        with without_paths(f"graph {name!r} could not be started"):
+            deployments._spawn(row)
     return deployments.view(row)
 
 
