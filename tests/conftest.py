@@ -6,6 +6,7 @@ import fnmatch
 import functools
 import io
 import itertools
+import json
 import os
 import re
 import signal
@@ -276,6 +277,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     yield srv
     srv.stop()
     stop_deployments(srv.home)
+    stop_learners(srv.home)
 
 
 @pytest.fixture(scope="module")
@@ -286,6 +288,7 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     yield srv
     srv.stop()
     stop_deployments(srv.home)
+    stop_learners(srv.home)
 
 
 @pytest.fixture
@@ -337,6 +340,19 @@ def seat(shared_server: Server, request: pytest.FixtureRequest) -> Seat:
     with shared_server.client() as admin:
         token = admin.add_user(name)["token"]
     return Seat(shared_server, name, token)
+
+
+def stop_learners(home: Path) -> None:
+    """Learners outlive the platform, and one whose platform is gone holds its outcome until
+    the platform is back: a test's teardown tells those it left to stop (SIGTERM: they end
+    within their grace period), rather than leave them waiting after the run."""
+    for pid_file in home.glob("jobs/*/learners/*/attempt-*/pid.json"):
+        try:
+            pid = int(json.loads(pid_file.read_text())["pid"])
+            if b"loom.learner" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
 
 
 def stop_deployments(home: Path) -> None:
