@@ -17,7 +17,15 @@ import pytest
 
 from loom.client import ClientError
 from loom.domain.accounts import hash_token
-from tests.conftest import ON_POSTGRES, Server, make_zip, manifest, sqlite_only, wait_for_state
+from tests.conftest import (
+    ON_POSTGRES,
+    Server,
+    make_zip,
+    manifest,
+    sqlite_only,
+    stop_learners,
+    wait_for_state,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -171,6 +179,7 @@ def test_missing_or_wrong_key_stops_the_server_with_a_sentence(tmp_path: Path) -
             assert loom.job(job_id)["id"] == job_id
     finally:
         again.stop()
+        stop_learners(srv.home)  # its job's learner waits for a platform that is gone
 
 
 SHOWN = ("sandbox-passwd", "sandbox-group", "sandbox-hosts")
