@@ -216,3 +216,35 @@ def _wheel(folder: Path, name: str, files: dict[str, str]) -> None:
         for path, text in contents.items():
             archive.writestr(path, text)
         archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+
+
+def test_what_the_platform_has_at_the_same_version_is_used_from_it(tmp_path: Path) -> None:
+    """numpy, asked at the platform's own version, is not copied into the environment (nor
+    compiled there): the job imports the platform's. toolz, which the platform lacks, is the
+    environment's. A platform that no longer has what an environment relies on gets it built
+    again."""
+    import numpy
+
+    wanted = request(tmp_path, [f"numpy=={numpy.__version__}", "toolz==1.1.0"])
+    ready = builder.ensure(wanted, lambda _: None, lambda _: None)
+    ready.release()
+    site_packages = next(wanted.folder.glob("lib/python3*/site-packages"))
+    assert not list(site_packages.glob("numpy*")), "numpy copied into the environment"
+    assert list(site_packages.glob("toolz-1.1.0.dist-info"))
+    out = subprocess.run(
+        [str(ready.python), "-c", "import numpy, toolz; print(numpy.__file__, toolz.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    numpy_file, toolz_file = out.stdout.split()
+    assert numpy_file == numpy.__file__ and toolz_file.startswith(str(site_packages))
+    marker_file = wanted.folder / builder.MARKER
+    marker = json.loads(marker_file.read_text())
+    assert any(Path(p).name.startswith("numpy-") for p in marker["shared"]), marker["shared"]
+
+    marker["shared"].append(str(tmp_path / "gone-1.0.dist-info"))  # the platform changed
+    marker_file.write_text(json.dumps(marker))
+    again = builder.ensure(wanted, lambda _: None, lambda _: None)
+    again.release()
+    assert again.built

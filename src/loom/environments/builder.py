@@ -27,7 +27,7 @@ from pathlib import Path
 from stat import S_ISDIR, S_ISREG
 from typing import IO, Any
 
-from loom.environments import cache
+from loom.environments import cache, sharing
 
 MARKER = "loom-env.json"
 BUILD_LOG = "build.log"
@@ -134,7 +134,7 @@ def ensure(request: Request, log: Say, progress: Say) -> Ready:
         lock = _open_lock(request)
         wait.acquire(lock, fcntl.LOCK_SH)
         marker = _marker(request)
-        if marker is not None and marker.get("base") == _base_paths():
+        if marker is not None and _usable(marker):
             _touch(request.folder)
             if not built:
                 log(
@@ -142,7 +142,7 @@ def ensure(request: Request, log: Say, progress: Say) -> Ready:
                     f"{_when(marker.get('built_at'))} in {marker.get('build_s', 0):.1f} s)"
                 )
             return Ready(request.folder, _python(request.folder), built, _since(began), lock)
-        lock.close()  # not built (or built over another Loom): build it, or wait for its builder
+        lock.close()  # not built (or over another Loom's packages): build it, or await its builder
         built = _build_locked(request, wait, log, progress)
 
 
@@ -181,8 +181,7 @@ def _build_locked(request: Request, wait: _Waiting, log: Say, progress: Say) -> 
     """Build it unless another learner did while this one waited; whether this one did."""
 
     def ready() -> bool:
-        marker = _marker(request)
-        return marker is not None and marker.get("base") == _base_paths()
+        return _usable(_marker(request))
 
     with _open_lock(request) as lock:
         if not wait.acquire(lock, fcntl.LOCK_EX, built=ready) or ready():
@@ -212,6 +211,10 @@ def build(request: Request, log: Say, progress: Say) -> None:
             _run(_install_command(request, request.packages), request, keep)
         if request.no_deps:
             _run(_install_command(request, request.no_deps, "--no-deps"), request, keep)
+        shared = sharing.drop_copies(_site_packages(folder), _base_paths())
+        if shared:
+            names = ", ".join(Path(path).name.removesuffix(".dist-info") for path in shared)
+            keep(f"{len(shared)} packages used from the platform (the same versions): {names}")
         _compile(folder, request, keep)
         _readable(folder)
     except BuildFailed:
@@ -225,6 +228,7 @@ def build(request: Request, log: Say, progress: Say) -> None:
         "no_deps": request.no_deps,
         "describe": request.describe,
         "base": _base_paths(),
+        "shared": shared,
         "built_at": time.time(),
         "build_s": round(seconds, 3),
         "bytes": cache.folder_bytes(folder),
@@ -278,7 +282,7 @@ def _compile_command(folder: Path) -> list[str]:
     """Bytecode, compiled once here: the environment is read-only to jobs, which would compile
     every module they import, every time. By the platform's own Python with no `site` (`-S`):
     never the environment's, whose packages' `.pth` files would run their code as this user."""
-    target = next((folder / "lib").glob("python3*/site-packages"))
+    target = _site_packages(folder)
     command = [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0"]
     return [*command, "-x", NOT_COMPILED, str(target)]
 
@@ -371,7 +375,7 @@ def _kill_when(cancel: threading.Event, process: subprocess.Popen[bytes]) -> Non
 def _layer(folder: Path) -> None:
     """The platform's packages after the environment's own: a `.pth` line that adds each of
     the platform's site folders (their own `.pth` files included) and Loom's source folder."""
-    target = next((folder / "lib").glob("python3*/site-packages"))
+    target = _site_packages(folder)
     lines = [f"import site; site.addsitedir({path!r})" for path in _base_paths()]
     _write_atomic(target / "zz_loom_platform.pth", "\n".join(lines) + "\n")
 
@@ -385,6 +389,19 @@ def _base_paths() -> list[str]:
     if source not in paths:
         paths.append(source)
     return paths
+
+
+def _site_packages(folder: Path) -> Path:
+    return next((folder / "lib").glob("python3*/site-packages"))
+
+
+def _usable(marker: dict[str, Any] | None) -> bool:
+    """Built, over this platform's packages, and those it relies on still there."""
+    return (
+        marker is not None
+        and marker.get("base") == _base_paths()
+        and sharing.still_shared(marker.get("shared"))
+    )
 
 
 def _python(folder: Path) -> Path:
