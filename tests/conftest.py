@@ -369,12 +369,24 @@ def stop_deployments(home: Path) -> None:
 
 
 def eventually(check: Callable[[], object], timeout: float = 10) -> float:
-    """Seconds until `check()` holds; fails after `timeout`."""
+    """Seconds until `check()` holds; fails after `timeout`. It looks again after 10 ms, then
+    less and less often, to five times a second: a check that asks the platform costs it CPU
+    the tests beside it wait for."""
     began = time.monotonic()
-    while not check():
+    for pause in backoff():
+        if check():
+            return time.monotonic() - began
         assert time.monotonic() - began < timeout, "never happened"
-        time.sleep(0.05)
-    return time.monotonic() - began
+        time.sleep(pause)
+    raise AssertionError("unreachable")
+
+
+def backoff(first: float = 0.01, most: float = 0.2) -> Iterator[float]:
+    """Pauses between looks at something that will change: doubling from `first` to `most`."""
+    pause = first
+    while True:
+        yield pause
+        pause = min(most, pause * 2)
 
 
 def processes_with(pattern: bytes) -> list[int]:
@@ -400,16 +412,20 @@ def running(pid: int) -> bool:
 
 
 def wait_for_state(
-    client: LoomClient, job_id: str, states: set[str], timeout: float = 60, interval: float = 0.1
+    client: LoomClient, job_id: str, states: set[str], timeout: float = 60, interval: float = 0.5
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    job = client.job(job_id)
-    while time.monotonic() < deadline:
+    """The job's record once it is in one of `states`: `LoomClient.wait`, which listens to the
+    job's state changes as the platform pushes them (no polling; `interval` only while the
+    stream cannot be had); fails once the job has ended elsewhere or `timeout` passed."""
+    try:
+        job = client.wait({"id": job_id}, states=states, timeout=timeout, poll_s=interval)
+    except ClientError as exc:
+        if exc.status:
+            raise
         job = client.job(job_id)
-        if job["state"] in states:
-            return job
-        time.sleep(interval)
-    raise AssertionError(f"job {job_id} is {job['state']}, expected one of {states}: {job}")
+    expected = f"expected one of {states}"
+    assert job["state"] in states, f"job {job_id} is {job['state']}, {expected}: {job}"
+    return job
 
 
 @pytest.fixture(scope="session")

@@ -69,6 +69,28 @@ def test_failing_command_reports_exit_code_and_last_lines(seat: Seat) -> None:
     assert job["learner_status"][0]["exit_code"] == 3
 
 
+def test_wait_listens_to_the_job_rather_than_asking_again(seat: Seat) -> None:
+    """`LoomClient.wait` returns at the state asked for, then at the end, having read the job
+    only when its event stream said it changed: a few requests, not one per `poll_s`. A job
+    that has ended returns at once, whatever was asked; a deadline passed is a ClientError."""
+    sent: list[str] = []
+    with seat.client() as client:
+        client._http.event_hooks["request"].append(lambda r: sent.append(r.url.path))
+        job_id = submit(client, "sleep 3")
+        sent.clear()
+        running = client.wait({"id": job_id}, states={"PROCESSING"}, poll_s=0.05)
+        done = client.wait(job_id, poll_s=0.05)
+        asked = len(sent)
+        again = client.wait({"id": job_id}, states={"PROCESSING"}, timeout=5)
+        slow = submit(client, "sleep 60")
+        with pytest.raises(ClientError, match=r"is still \w+ after 1 s"):
+            client.wait(slow, timeout=1)
+        client.halt(slow)
+    assert running["state"] == "PROCESSING"
+    assert done["state"] == again["state"] == "COMPLETED"
+    assert asked <= 8, sent  # polling every 0.05 s for 3 s would have been ~60
+
+
 def test_learner_environment(seat: Seat) -> None:
     """The learner sees FfDL's variables, Loom's python, and none of the platform's secrets."""
     script = (

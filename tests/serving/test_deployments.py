@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from loom.client import ClientError, LoomClient
-from tests.conftest import Server, eventually, register, running, stop_deployments
+from tests.conftest import Server, backoff, eventually, register, running, stop_deployments
 
 pytestmark = pytest.mark.integration
 
@@ -114,12 +114,13 @@ class Load:
 def wait_for(client: LoomClient, name: str, check: Any, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     found = client.deployment(name)
-    while time.monotonic() < deadline:
+    for pause in backoff():
         found = client.deployment(name)
-        if check(found):
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"deployment {name} never got there: {found}")
+        if check(found) or time.monotonic() > deadline:
+            break
+        time.sleep(pause)
+    assert check(found), f"deployment {name} never got there: {found}"
+    return found
 
 
 @pytest.fixture

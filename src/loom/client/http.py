@@ -452,6 +452,28 @@ class LoomClient(
                     yield event_id, kind, json.loads(data)
                     event_id, kind, data = None, "message", ""
 
+    def _state_changes(self, job_id: str, read_s: float | None) -> Iterator[str]:
+        params: dict[str, str | int] = {
+            "follow": "true",
+            "states": "true",
+            "pos": -1,
+            "pagesize": 1,
+        }
+        timeout = httpx.Timeout(60.0, read=None if read_s is None else max(read_s, 0.01))
+        path = f"/v1/jobs/{job_id}/logs"
+        with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+            if not response.is_success:
+                response.read()
+                _raise_for(response)
+            kind = "message"
+            for raw in response.iter_lines():
+                if raw.startswith("event:"):
+                    kind = raw[6:].strip()
+                elif raw.startswith("data:") and kind in ("state", "end"):
+                    yield str(json.loads(raw[5:])["state"]) if kind == "state" else "end"
+                elif raw == "":
+                    kind = "message"
+
     def metrics(self, job_id: str, **params: Any) -> dict[str, Any]:
         """`GET /v1/jobs/{id}/metrics` with `form`, `group`, `name`, `learner`, `pos`, …"""
         query = {k: v for k, v in params.items() if v is not None}

@@ -2,15 +2,18 @@
 `LoomClient`.
 
 A job is known by its id, but people remember its name: `find_job` takes either, and when
-neither matches it names the nearest ones. `wait` blocks until a job has ended and returns its
-final record. `ffdl_loglines` and `ffdl_emetrics` read a job's training data through FfDL's
-API (its `rindex` numbering and `v1MetaInfo`), for FfDL's CLI verbs.
+neither matches it names the nearest ones. `wait` blocks until a job has ended (or reached a
+state asked for) and returns its record: it listens to the state changes the platform pushes on
+the job's event stream, so it returns as soon as the change is stored and asks nothing meanwhile.
+`ffdl_loglines` and `ffdl_emetrics` read a job's training data through FfDL's API (its `rindex`
+numbering and `v1MetaInfo`), for FfDL's CLI verbs.
 """
 
 from __future__ import annotations
 
 import difflib
 import time
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import httpx
@@ -27,6 +30,11 @@ class JobLookupCalls:
     """Mixed into `LoomClient`, which supplies `_request`."""
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        raise NotImplementedError
+
+    def _state_changes(self, job_id: str, read_s: float | None) -> Iterator[str]:
+        """The job's states as its event stream tells them, then `end`; `read_s`: the longest
+        silence allowed (httpx.ReadTimeout after it)."""
         raise NotImplementedError
 
     def _job(self, job_id: str) -> dict[str, Any]:
@@ -66,20 +74,40 @@ class JobLookupCalls:
         return f"no job {ref!r}; did you mean {hints}?"
 
     def wait(
-        self, job: str | dict[str, Any], *, timeout: float | None = None, poll_s: float = 1.0
+        self,
+        job: str | dict[str, Any],
+        *,
+        timeout: float | None = None,
+        poll_s: float = 1.0,
+        states: Collection[str] = FINAL_STATES,
     ) -> dict[str, Any]:
-        """Block until the job (an id, a name, or a job record) has ended; its final record
-        (`state` COMPLETED, FAILED or HALTED, with `error_code` and `status_message`).
-        ClientError if `timeout` seconds pass first."""
+        """Block until the job (an id, a name, or a job record) has ended, or is in one of
+        `states`; its record then (`state`, with `error_code` and `status_message` once it has
+        ended). A job that ends in a state not asked for returns too: it will not change again
+        by itself. ClientError if `timeout` seconds pass first.
+
+        It listens to the job's state changes on its event stream (reading the job at each);
+        while the stream cannot be had (the platform restarting, say) it asks every `poll_s`."""
         job_id = job["id"] if isinstance(job, dict) else self.find_job(job)["id"]
+        wanted = frozenset(states) | FINAL_STATES
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             found = self._job(job_id)
-            if found["state"] in FINAL_STATES:
+            if found["state"] in wanted:
                 return found
-            if deadline is not None and time.monotonic() > deadline:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 raise ClientError(f"job {job_id} is still {found['state']} after {timeout:g} s")
-            time.sleep(poll_s)
+            try:
+                for state in self._state_changes(job_id, left):
+                    if state in wanted or state == "end":
+                        break
+            except httpx.TimeoutException:
+                continue  # the deadline, or a silent stream: look again
+            except (httpx.TransportError, ClientError) as exc:
+                if isinstance(exc, ClientError) and 0 < exc.status < 500:
+                    raise
+                time.sleep(poll_s if left is None else max(0.0, min(poll_s, left)))
 
     def ffdl_loglines(
         self, job_id: str, *, pos: int = 0, pagesize: int = 10, since: str | None = None
