@@ -71,12 +71,14 @@ def test_failing_command_reports_exit_code_and_last_lines(seat: Seat) -> None:
 
 def test_wait_listens_to_the_job_rather_than_asking_again(seat: Seat) -> None:
     """`LoomClient.wait` returns at the state asked for, then at the end, having read the job
-    only when its event stream said it changed: a few requests, not one per `poll_s`. A job
-    that has ended returns at once, whatever was asked; a deadline passed is a ClientError."""
+    only when its state stream (`states=true&lines=false`: no log lines) said it changed: a
+    few requests, not one per `poll_s`. A job that has ended returns at once, whatever was
+    asked; a deadline passed is a ClientError."""
+    chatty = "for i in $(seq 30); do echo line $i; sleep 0.1; done"
     sent: list[str] = []
     with seat.client() as client:
         client._http.event_hooks["request"].append(lambda r: sent.append(r.url.path))
-        job_id = submit(client, "sleep 3")
+        job_id = submit(client, chatty)
         sent.clear()
         running = client.wait({"id": job_id}, states={"PROCESSING"}, poll_s=0.05)
         done = client.wait(job_id, poll_s=0.05)
@@ -86,9 +88,19 @@ def test_wait_listens_to_the_job_rather_than_asking_again(seat: Seat) -> None:
         with pytest.raises(ClientError, match=r"is still \w+ after 1 s"):
             client.wait(slow, timeout=1)
         client.halt(slow)
+        other = submit(client, chatty)
+        kinds = []
+        params = {"follow": "true", "states": "true", "lines": "false"}
+        auth = {"Authorization": f"Bearer {seat.token}"}
+        url = f"{seat.url}/v1/jobs/{other}/logs"
+        with httpx.stream("GET", url, params=params, headers=auth, timeout=60) as stream:
+            kinds = [line[6:].strip() for line in stream.iter_lines() if line.startswith("event:")]
+        lines = client.logs(other, pagesize=100)
     assert running["state"] == "PROCESSING"
     assert done["state"] == again["state"] == "COMPLETED"
     assert asked <= 8, sent  # polling every 0.05 s for 3 s would have been ~60
+    assert set(kinds) == {"state", "end"} and kinds[-1] == "end", kinds
+    assert len([x for x in lines if x["line"].startswith("line ")]) == 30
 
 
 def test_learner_environment(seat: Seat) -> None:

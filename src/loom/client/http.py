@@ -453,12 +453,7 @@ class LoomClient(
                     event_id, kind, data = None, "message", ""
 
     def _state_changes(self, job_id: str, read_s: float | None) -> Iterator[str]:
-        params: dict[str, str | int] = {
-            "follow": "true",
-            "states": "true",
-            "pos": -1,
-            "pagesize": 1,
-        }
+        params = {"follow": "true", "states": "true", "lines": "false"}  # the states alone
         timeout = httpx.Timeout(60.0, read=None if read_s is None else max(read_s, 0.01))
         path = f"/v1/jobs/{job_id}/logs"
         with self._http.stream("GET", path, params=params, timeout=timeout) as response:

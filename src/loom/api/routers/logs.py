@@ -57,10 +57,20 @@ def logs(
     states: Annotated[
         bool, Query(description="with follow: the job's state changes and their reasons too")
     ] = False,
+    lines: Annotated[
+        bool,
+        Query(
+            description="with follow and states: false for the state changes alone (what a "
+            "client waiting for a state listens to), no log lines"
+        ),
+    ] = True,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Any:
     """A page of log lines; with `follow=true`, the lines as a server-sent event stream."""
     owned_job(loom, user, job_id)
+    if follow and states and not lines:
+        alone = Wanted(lines=False, points=False, learner=learner, states=True)
+        return stream.response(stream.follow(loom, job_id, Cursor(), alone))
     wanted = Wanted(lines=True, points=False, learner=learner, states=states)
     if follow and last_event_id:
         return stream.response(stream.follow(loom, job_id, Cursor.parse(last_event_id), wanted))
