@@ -10,6 +10,7 @@ import pytest
 from loom.domain.errors import InvalidInput
 from loom.domain.manifest import load_manifest
 from loom.domain.resources import Resources
+from loom.launchers.base import LearnerStatus, Liveness
 from loom.launchers.fake import FakeLauncher
 from loom.lifecycle.manager import LifecycleManager
 from loom.lifecycle.workspace import Workspace
@@ -91,6 +92,24 @@ def test_admits_and_follows_a_job_to_completion(rig: Rig) -> None:
     rig.launcher.finish(handle, {"state": "COMPLETED", "exit_code": 0})
     rig.manager.step()
     assert rig.state(job_id) == "COMPLETED"
+    with rig.db.session() as session:
+        states = [e.state for e in job_rows.history(session, job_id)]
+    assert states == ["QUEUED", "PENDING", "PROCESSING", "COMPLETED"]
+
+
+def test_a_storing_wrapper_is_heard_from_itself_not_its_file(rig: Rig) -> None:
+    """A running wrapper whose file says STORING (written, not told, when the results stay
+    here) is left to report: a step meanwhile does not take STORING from the file ahead of its
+    PROCESSING report still on the way, which would then be dropped as stale."""
+    job_id = rig.submit()
+    rig.manager.step()
+    (handle,) = rig.handles(job_id)
+    rig.launcher.states[handle] = LearnerStatus(Liveness.RUNNING, {"state": "STORING"})
+    rig.manager.step()
+    assert rig.state(job_id) == "PENDING"
+    rig.manager.report(job_id, 1, 1, {"state": "PROCESSING"})
+    rig.launcher.finish(handle, {"state": "COMPLETED", "exit_code": 0})
+    rig.manager.step()
     with rig.db.session() as session:
         states = [e.state for e in job_rows.history(session, job_id)]
     assert states == ["QUEUED", "PENDING", "PROCESSING", "COMPLETED"]

@@ -606,9 +606,13 @@ class LifecycleManager:
 
 def _finishing(status: LearnerStatus) -> bool:
     """The wrapper has written its outcome but is still alive, sending what it spooled: taking
-    the outcome now would store its spool a second time beside it (and read all of it)."""
+    the outcome now would store its spool a second time beside it (and read all of it). Or it
+    is storing its results, which it says itself only when they go somewhere slow: read from
+    its file, STORING overtook the PROCESSING report still on its way, which was then dropped
+    as stale (a job with no PROCESSING in its history, on a loaded machine)."""
     state = (status.report or {}).get("state")
-    return status.liveness == Liveness.RUNNING and state in {s.value for s in TERMINAL_STATES}
+    ending = {s.value for s in TERMINAL_STATES} | {JobState.STORING.value}
+    return status.liveness == Liveness.RUNNING and state in ending
 
 
 def _overdue(jobs: list[Job]) -> list[tuple[str, int]]:
