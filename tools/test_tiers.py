@@ -98,12 +98,22 @@ class Outcome:
         return self.cpu_s / self.seconds if self.seconds else 0.0
 
 
+def environment(tier: Tier) -> dict[str, str]:
+    """The tier's environment. Bytecode is written even where the shell says not to
+    (PYTHONDONTWRITEBYTECODE): Loom's own modules (installed editable, so not compiled with the
+    venv) and the tests' assertion-rewritten modules would otherwise be compiled again by every
+    process that imports them (each xdist worker, platform, gateway and CLI call)."""
+    env = {**os.environ, **tier.env}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def run(tier: Tier) -> Outcome:
     print(f"\n=== {tier.name} ===", flush=True)
     began, cpu = time.monotonic(), _children_cpu()
     status = 0
     for command in tier.commands:
-        env = {**os.environ, **tier.env}
+        env = environment(tier)
         result = subprocess.run(command, cwd=tier.cwd, env=env, check=False)
         status = status or result.returncode
     seconds = time.monotonic() - began
@@ -119,7 +129,7 @@ def run_beside(tier: Tier, main: Tier) -> list[Outcome]:
     def background() -> None:
         with output.open("wb") as out:
             for command in tier.commands:
-                env = {**os.environ, **tier.env}
+                env = environment(tier)
                 done = subprocess.run(
                     command, cwd=tier.cwd, env=env, stdout=out, stderr=out, check=False
                 )
