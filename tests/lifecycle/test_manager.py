@@ -359,6 +359,24 @@ def test_an_outcome_wakes_the_loop_and_progress_does_not(rig: Rig) -> None:
     assert woken == ["wake"]
 
 
+def test_only_a_trials_or_a_steps_job_wakes_the_drivers(rig: Rig) -> None:
+    """The experiments' and pipelines' drivers are told the kinds of the jobs that moved: a
+    plain job's moves tell them nothing (each wake was a pass over their rows for nothing)."""
+    told: list[set[str]] = []
+    rig.manager.on_change = lambda kinds: told.append(set(kinds))
+    plain = rig.submit()
+    m, original = load_manifest(manifest("python t.py"))
+    lineage = {"kind": "experiment", "experiment": "e", "trial": 0}
+    trial = rig.manager.submit(rig.user, m, original, make_zip({"t.py": ""}), lineage=lineage)
+    rig.manager.step()  # both launched: PENDING
+    assert told == [{"experiment"}]
+    told.clear()
+    rig.manager.report(plain, 1, 1, {"state": "PROCESSING"})
+    assert told == []
+    rig.manager.report(trial.id, 1, 1, {"state": "PROCESSING"})
+    assert told == [{"experiment"}]
+
+
 def test_credentials_are_stored_sealed_and_opened_only_to_launch(rig: Rig) -> None:
     """The stored manifest shows `***`; the launch gets the credentials; a key that does not
     open them keeps the job queued, saying why, until the right key is back."""

@@ -102,9 +102,13 @@ class Platform:
             self.channel.close()
         self.db.close()
 
-    def wake_drivers(self) -> None:
-        self.experiments.driver.wake()
-        self.pipelines.driver.wake()
+    def wake_drivers(self, kinds: set[str]) -> None:
+        """Jobs made by these kinds of things moved: their drivers look now. A pipeline's step
+        may be an experiment, whose trials' outcomes it follows too."""
+        if "experiment" in kinds:
+            self.experiments.driver.wake()
+        if kinds & {"experiment", "pipeline"}:
+            self.pipelines.driver.wake()
 
     def leader_status(self) -> tuple[str, bool]:
         """This server's id, and whether it runs the lifecycle now."""

@@ -101,7 +101,9 @@ class LifecycleManager:
         self.fence: Callable[[Session], bool] = lambda _session: True
         self.on_wake: Callable[[], None] | None = None
         self.api_urls: Callable[[Session], list[str]] = lambda _session: []
-        self.on_change: Callable[[], None] | None = None  # some job's state changed
+        # Some jobs' states moved; told the kinds of what made them (`lineage["kind"]`: an
+        # experiment's trial, a pipeline's step), so that a plain job wakes no driver.
+        self.on_change: Callable[[set[str]], None] | None = None
 
     # -- running -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -286,21 +288,23 @@ class LifecycleManager:
     @contextmanager
     def _session(self) -> Iterator[Session]:
         """A transaction; followers of the jobs it changed are woken once it has committed."""
-        outer = getattr(self._local, "changed", None), getattr(self._local, "completed", None)
+        local = self._local
+        outer = tuple(getattr(local, n, None) for n in ("changed", "completed", "moved"))
         changed: set[str] = set()
         completed: list[str] = []
-        self._local.changed, self._local.completed = changed, completed
+        moved: set[str] = set()
+        local.changed, local.completed, local.moved = changed, completed, moved
         try:
             with self.db.session() as session:
                 yield session
         finally:
-            self._local.changed, self._local.completed = outer
+            local.changed, local.completed, local.moved = outer
         for job_id in completed:
             self._register(job_id)
         for job_id in changed:
             self.signals.notify(job_id)
-        if changed and self.on_change is not None:
-            self.on_change()
+        if moved and self.on_change is not None:
+            self.on_change(moved)
 
     def _register(self, job_id: str) -> None:
         """A completed job's model becomes a new version in the registry (in the registry's own
@@ -349,6 +353,8 @@ class LifecycleManager:
         job_rows.record_event(session, job, new.value, message)
         run_rows.follow_job(session, job)
         self._local.changed.add(job.id)
+        if job.lineage:
+            self._local.moved.add(str(job.lineage.get("kind", "")))
         return True
 
     def _apply(self, session: Session, job: Job, learner: Learner, report: dict[str, Any]) -> None:
