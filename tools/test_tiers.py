@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import runpy
 import subprocess
 import sys
 import threading
@@ -34,6 +35,13 @@ def _workers(extra: int = 0) -> str:
     """pytest-xdist workers: LOOM_TEST_WORKERS, else one per core (at least two) and `extra`:
     an integration test spends part of its time waiting on the processes it started."""
     return os.environ.get("LOOM_TEST_WORKERS") or str(max(2, os.cpu_count() or 1) + extra)
+
+
+def database_files() -> list[str]:
+    """The files of the tests that run again on PostgreSQL (tests/tiers.py): only they are
+    collected there."""
+    tests: tuple[str, ...] = runpy.run_path(str(ROOT / "tests" / "tiers.py"))["DATABASE_TESTS"]
+    return sorted({test.split("::")[0] for test in tests})
 
 
 @dataclass
@@ -77,7 +85,12 @@ def tiers(which: str) -> list[Tier]:
         pytest_tier("sqlite", ["-m", "integration and not browser"], workers=_workers(1)),
         # What depends on the database, again on a throw-away PostgreSQL server; the browser
         # tests (one at a time: a page's timings want a core) at the same time.
-        pytest_tier("postgres", ["-m", "db"], workers=_workers(1), LOOM_TEST_DB="postgres"),
+        pytest_tier(
+            "postgres",
+            ["-m", "db", *database_files()],
+            workers=_workers(1),
+            LOOM_TEST_DB="postgres",
+        ),
         pytest_tier("browser", ["-m", "browser"], workers=None, beside="postgres"),
     ]
 
@@ -229,6 +242,11 @@ def main() -> int:
     args = parser.parse_args()
     REPORTS.mkdir(exist_ok=True)
     began = time.monotonic()
+    # Loom's modules compiled once (1.5 CPU-s), before the first tier's workers each compile
+    # what they import at the same time.
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", "src"], cwd=ROOT, check=False
+    )
     chosen = [t for t in tiers(args.which) if not args.only or t.name in args.only]
     outcomes = run_all(chosen)
     print(summary(outcomes, time.monotonic() - began), flush=True)
