@@ -203,7 +203,7 @@ def record(model: str, results: dict[str, dict[str, Any]]) -> Path:
     """Keep `results` (kind → values) for `model` (`NAME@VERSION`): written to RESULT_DIR,
     stored with the version when the job completes."""
     name, _, version = model.partition("@")
-    if not name or not version.isdigit():
+    if not name or not version.isdecimal():
         raise ValueError(f"model: NAME@VERSION with a version number, got {model!r}")
     unknown = sorted(set(results) - set(KINDS))
     if unknown:

@@ -96,6 +96,14 @@ def test_aliases_versions_and_ownership(server: Server) -> None:
         client.set_alias("tiny", "production", 1)
         assert client.model_version("tiny", "production")["version"] == 1
         assert client.model_version("tiny", "latest")["version"] == 2
+        # "¹" is a digit to str.isdigit() and not a number to int(): was a 500 (the fuzzer's find)
+        for ref in ("\u00b9", "\u00b2"):
+            with pytest.raises(ClientError) as caught:
+                client.model_version("tiny", ref)
+            assert caught.value.status == 404
+            with pytest.raises(ClientError) as caught:
+                client._request("PUT", "/v1/models/tiny/aliases/a", json={"version": ref})
+            assert caught.value.status in (400, 404), caught.value
         client.delete_model("tiny", "1")
         with pytest.raises(ClientError) as caught:
             client.model_version("tiny", "production")

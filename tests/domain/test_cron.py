@@ -52,6 +52,7 @@ def test_next_time_in_epoch_seconds() -> None:
     [
         ("* * * *", "has 4 fields"),
         ("60 * * * *", "minute '60' is not a whole number from 0 to 59"),
+        ("\u00b9 * * * *", "minute '\u00b9' is not a whole number"),  # a digit, not a number
         ("* 24 * * *", "hour '24'"),
         ("* * 0 * *", "day of month '0'"),
         ("* * * 13 *", "month '13'"),

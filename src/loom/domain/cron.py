@@ -125,7 +125,7 @@ def _value(text: str, name: str, low: int, high: int, names: dict[str, int]) -> 
 
 
 def _number(text: str, name: str, low: int, high: int) -> int:
-    if not text.isdigit() or not low <= int(text) <= high:
+    if not text.isdecimal() or not low <= int(text) <= high:
         raise InvalidInput(
             f"cron: {name} {text!r} is not a whole number from {low} to {high}", field="cron"
         )

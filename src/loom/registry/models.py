@@ -144,7 +144,7 @@ class ModelRegistry:
         query = select(ModelVersion).where(ModelVersion.model_id == model.id)
         if ref == "latest":
             found = session.scalars(query.order_by(ModelVersion.version.desc())).first()
-        elif ref.isdigit() and len(ref) < 10:
+        elif ref.isdecimal() and len(ref) < 10:
             found = session.scalars(query.where(ModelVersion.version == int(ref))).first()
         else:
             alias = session.get(ModelAlias, (model.id, ref))
@@ -180,7 +180,7 @@ class ModelRegistry:
 
     # -- changes -----------------------------------------------------------------------------
     def set_alias(self, owner: str, name: str, alias: str, ref: str) -> ModelVersion:
-        if alias.isdigit() or alias == "latest" or not alias.replace("-", "").isalnum():
+        if alias.isdecimal() or alias == "latest" or not alias.replace("-", "").isalnum():
             raise InvalidInput(f"alias: letters, digits and dashes, not a number, got {alias!r}")
         with self.db.session() as session:
             model = self._model(session, owner, name)

@@ -93,7 +93,7 @@ def _step(part: str) -> Any:
     if part.startswith("@") or any(c in part for c in '*?|!{}[]=<>%"'):
         raise BadCondition(f"{part!r}: wildcards, modifiers and multipaths are not supported")
     key = part.replace("\\.", ".").replace("\\\\", "\\")
-    return int(key) if key.isdigit() else key
+    return int(key) if key.isdecimal() else key
 
 
 def _query(text: str, every: bool) -> Query:

@@ -47,7 +47,7 @@ def events(
     """Your jobs' state changes from now on (or after `Last-Event-ID`), as they happen."""
     owner = None if all_users and user.is_admin else user.id
     if last_event_id is not None:
-        if not last_event_id.isdigit():
+        if not last_event_id.isdecimal():
             raise InvalidInput(f"Last-Event-ID: expected an event id, got {last_event_id!r}")
         after = int(last_event_id)
     else:

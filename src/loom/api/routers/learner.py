@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/learner/jobs", tags=["learner"])
 def body_size(request: Request) -> int:
     """The request body's declared size (within `api.limits.BodyLimit`)."""
     declared = request.headers.get("content-length", "")
-    return int(declared) if declared.isdigit() else 0
+    return int(declared) if declared.isdecimal() else 0
 
 
 def check_job_scope(who: CallerDep, job_id: str) -> None:

@@ -152,7 +152,7 @@ def _since(since_time: str | None) -> tuple[float | None, int | None]:
     """FfDL's `since_time` as (a time, a count of the last records): empty, an RFC 3339 time,
     epoch milliseconds, or `-N`, the last N records."""
     text = (since_time or "").strip()
-    if text.startswith("-") and text[1:].isdigit() and len(text) <= 10:
+    if text.startswith("-") and text[1:].isdecimal() and len(text) <= 10:
         return None, int(text[1:]) or None
     return parse_since(text), None
 

@@ -63,7 +63,7 @@ def page(
 def _offset(token: str | None) -> int:
     if not token:
         return 0
-    if not token.isdigit() or len(token) > 9:
+    if not token.isdecimal() or len(token) > 9:
         raise InvalidInput(
             f"page_token: {token!r} is not a token this server gave", field="page_token"
         )

@@ -278,7 +278,7 @@ def strip_mpirun(words: list[str], where: str, workers: int) -> list[str]:
         takes = _MPI_OPTIONS.get(option.lstrip("-").split("=")[0], 0) if "=" not in option else 0
         if option in ("-np", "-n", "--np", "-c") and index + 1 < len(words):
             asked = words[index + 1]
-            if asked.isdigit() and int(asked) != workers:
+            if asked.isdecimal() and int(asked) != workers:
                 raise check.fail(
                     where,
                     f"mpirun {option} {asked}, but the Workers have {workers} slots "

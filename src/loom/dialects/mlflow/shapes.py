@@ -51,7 +51,7 @@ def integer(value: Any, where: str, default: int | None = None) -> int | None:
         raise InvalidInput(f"{where}: an integer, got {value!r}", field=where)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and value.lstrip("-").isdigit():
+    if isinstance(value, str) and value.lstrip("-").isdecimal():
         value = int(value)
     if not isinstance(value, int) or not -(2**63) <= value < 2**63:
         raise InvalidInput(f"{where}: an integer, got {value!r:.60}", field=where)
