@@ -75,7 +75,7 @@ browser-tools:
 # Foreign clients the dialects' tests drive for real, each in a venv of its own (tests/venvs.py
 # makes the same one, with the same marker, when a test needs it and it is not there).
 .venvs/kfp/.installed: | $(BIN)/python
-	$(PYTHON) -m venv --clear .venvs/kfp
+	$(PYTHON) -m venv --clear --without-pip .venvs/kfp
 	$(BIN)/python tools/uvpip.py --python .venvs/kfp/bin/python kfp==2.17.3
 	printf 'kfp==2.17.3\n' > $@
 

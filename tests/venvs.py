@@ -29,7 +29,8 @@ def foreign_python(name: str, requirements: tuple[str, ...]) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test processes make it once
         if marker.exists() and marker.read_text() == wanted:
             return python
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(folder)], check=True)
+        venv = [sys.executable, "-m", "venv", "--clear", "--without-pip", str(folder)]
+        subprocess.run(venv, check=True)  # uv fills it from outside: no pip of its own
         uvpip.install(python, list(requirements))
         marker.write_text(wanted)
     return python

@@ -68,20 +68,40 @@ def uv() -> str:
     return str(find_uv_bin())
 
 
+# Left out of the bytecode compiled at install: packages' own test suites, and what only the
+# tests' tools and the platform import (a learner or a replica, which see the venv read-only and
+# could not cache bytecode, never does): the Kubernetes client (74 MB of generated models), moto,
+# mypy, Schemathesis, Hypothesis, Playwright, pip, setuptools. Whoever imports them first
+# compiles what it imports, once. Compiling all of Loom's test venv took 112 CPU-s; this, ~60.
+NOT_COMPILED = (
+    r"/site-packages/(?:(?:kubernetes|kubeflow_trainer_api|moto|mypyc?|schemathesis|hypothesis"
+    r"|playwright|pip|setuptools)/|(?:[^/]+/)*tests?/)"
+)
+
+
 def install(python: Path, packages: list[str], *, compile_bytecode: bool = False) -> None:
     """Install `packages` into the environment of `python` (a venv's interpreter); with
-    `compile_bytecode`, compiled as pip does: an environment that sandboxed processes see
-    read-only (Loom's own, for learners and replicas) could not cache it and would compile
-    every module they import, every time."""
+    `compile_bytecode`, compiled as pip does (but for NOT_COMPILED): an environment that
+    sandboxed processes see read-only (Loom's own, for learners and replicas) could not cache
+    it and would compile every module they import, every time."""
     settings = pip_settings()
     env = dict(os.environ)
     if settings.get("cert") and "SSL_CERT_FILE" not in env:
         env["SSL_CERT_FILE"] = settings["cert"][0]  # the CA bundle pip is told to trust
     command = [uv(), "pip", "install", "--no-config", "--python", str(python), "--quiet"]
-    if compile_bytecode:
-        command.append("--compile-bytecode")
     command += sources(settings)
     subprocess.run([*command, *packages], check=True, env=env, timeout=_TIMEOUT_S)
+    if compile_bytecode:
+        compile_site_packages(python)
+
+
+def compile_site_packages(python: Path) -> None:
+    """Bytecode for the venv of `python`, by that Python (`-I -S`: no `.pth` file runs), in
+    parallel over the cores; files already compiled are skipped. A file that does not compile on
+    this Python (torch ships some for 3.12) is left as source, silently, as uv and pip do."""
+    for site in sorted(python.parent.parent.glob("lib/python3*/site-packages")):
+        command = [str(python), "-I", "-S", "-m", "compileall", "-qq", "-j", "0"]
+        subprocess.run([*command, "-x", NOT_COMPILED, str(site)], check=False, timeout=_TIMEOUT_S)
 
 
 def main() -> None:

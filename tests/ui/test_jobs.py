@@ -42,7 +42,7 @@ def test_submit_digits_from_the_form(page: Page, platform: Server, client: LoomC
     page.get_by_role("radio", name="Form").check()
     page.get_by_label("Name", exact=True).fill("digits-form")
     page.get_by_label("Framework").select_option("pytorch")
-    page.get_by_label("Command").fill("python train.py --epochs 30")
+    page.get_by_label("Command").fill("python train.py --epochs 10")
     page.get_by_label("Learners").fill("1")
     page.get_by_label("CPUs").fill("1")
     page.get_by_label("GPUs").fill("0")
@@ -55,8 +55,8 @@ def test_submit_digits_from_the_form(page: Page, platform: Server, client: LoomC
     job_id = job_id_of(page)
     expect(page.get_by_role("heading", name="digits-form", level=1)).to_be_visible()
     log = page.get_by_role("log")
-    expect(log).to_contain_text("epoch 1/30", timeout=JOB_MS)
-    # 29 epochs of half a second each are still to come: the line came while it trained
+    expect(log).to_contain_text("epoch 1/10", timeout=JOB_MS)
+    # 9 epochs of half a second each are still to come: the line came while it trained
     expect(shown_state(page)).to_contain_text(RUNNING, timeout=1000)
     shoot(page, "job-running")
     expect(shown_state(page)).to_contain_text("COMPLETED", timeout=JOB_MS)
@@ -74,7 +74,7 @@ def test_submit_digits_from_the_form(page: Page, platform: Server, client: LoomC
         expect(chart.locator("canvas").first).to_be_visible()
         page.get_by_text(f"Latest {group} values").click()
         row = row_of(page, f"digits-form · {name}")
-        expect(row.get_by_role("cell")).to_have_text(["30", re.compile(r"\d"), "30"])
+        expect(row.get_by_role("cell")).to_have_text(["10", re.compile(r"\d"), "10"])
     with page.expect_download() as download:
         page.get_by_role("link", name="Download logs").click()
     assert "test accuracy:" in Path(download.value.path()).read_text()
@@ -84,7 +84,7 @@ def test_submit_digits_from_the_form(page: Page, platform: Server, client: LoomC
 def test_submit_by_upload(page: Page, platform: Server, tmp_path: Path) -> None:
     """A manifest file and a code zip, uploaded, make a job; its page opens, and the jobs
     table, left open, follows it to COMPLETED by itself."""
-    (tmp_path / "manifest.yml").write_text(digits_manifest("digits-upload", epochs=20))
+    (tmp_path / "manifest.yml").write_text(digits_manifest("digits-upload", epochs=10))
     (tmp_path / "code.zip").write_bytes(digits_code())
     sign_in(page, platform.admin_token, "#/submit")
     page.get_by_role("radio", name="Upload").check()
@@ -106,7 +106,7 @@ def test_submit_by_upload(page: Page, platform: Server, tmp_path: Path) -> None:
     link.click()
     expect(page).to_have_url(re.compile(f"#/jobs/{job_id}$"))
     expect(shown_state(page)).to_contain_text("COMPLETED")
-    expect(page.get_by_role("log")).to_contain_text("epoch 20/20")
+    expect(page.get_by_role("log")).to_contain_text("epoch 10/10")
     shoot(page, "job-uploaded")
 
 
