@@ -51,7 +51,8 @@ class Tier:
     env: dict[str, str] = field(default_factory=dict)
     report: Path | None = None  # a pytest tier's JUnit file
     cwd: Path = ROOT
-    beside: str | None = None  # runs at the same time as this other tier, its output after
+    beside: str | None = None  # starts at the same time as this other tier, its output after
+    until: str | None = None  # may run on until this later tier ends (else until `beside` ends)
 
 
 def pytest_tier(
@@ -59,8 +60,9 @@ def pytest_tier(
 ) -> Tier:
     report = REPORTS / f"{name}.xml"
     command = [str(BIN / "pytest"), "-p", "no:cacheprovider", f"--junitxml={report}", "-q"]
-    if workers:  # a module on one worker: its shared platform starts once
-        command += ["-n", workers, "--dist", "loadscope"]
+    if workers:  # a module on one worker: its shared platform starts once; modules in the order
+        # tests/conftest.py gives them (the longest first), not sorted by how many tests they hold
+        command += ["-n", workers, "--dist", "loadscope", "--no-loadscope-reorder"]
     return Tier(name, [command + args], env, report, beside=beside)
 
 
@@ -73,7 +75,10 @@ def tiers(which: str) -> list[Tier]:
             [str(BIN / "lint-imports")],
             [str(BIN / "mypy")],
         ],
-        beside="unit",  # mypy keeps one core busy, the unit tests not quite two
+        # mypy keeps one core busy and outlasts the unit tests, after which the SQLite pass
+        # starts at once, not waiting for it with a core idle (~30 s)
+        beside="unit",
+        until="sqlite",
     )
     unit = pytest_tier("unit", ["-m", "not integration"], workers=_workers())
     if which == "check":
@@ -133,42 +138,53 @@ def run(tier: Tier) -> Outcome:
     return Outcome(tier, seconds, status, _counts(tier.report), _children_cpu() - cpu)
 
 
-def run_beside(tier: Tier, main: Tier) -> list[Outcome]:
-    """`tier` in the background, its output in a file printed once it ends, while `main` runs.
-    (The CPU of the two is counted together, in `main`'s.)"""
-    output = REPORTS / f"{tier.name}.log"
-    statuses: list[int] = []
+class Background:
+    """A tier run in a thread, its output kept in a file and printed when it is joined. (Its
+    processes' CPU is counted in the tier running when each of them ends.)"""
 
-    def background() -> None:
-        with output.open("wb") as out:
-            for command in tier.commands:
-                env = environment(tier)
+    def __init__(self, tier: Tier) -> None:
+        self.tier = tier
+        self.output = REPORTS / f"{tier.name}.log"
+        self.statuses: list[int] = []
+        self.began = time.monotonic()
+        self.thread = threading.Thread(target=self._run, name=tier.name)
+        self.thread.start()
+
+    def _run(self) -> None:
+        with self.output.open("wb") as out:
+            for command in self.tier.commands:
+                env = environment(self.tier)
                 done = subprocess.run(
-                    command, cwd=tier.cwd, env=env, stdout=out, stderr=out, check=False
+                    command, cwd=self.tier.cwd, env=env, stdout=out, stderr=out, check=False
                 )
-                statuses.append(done.returncode)
+                self.statuses.append(done.returncode)
 
-    began = time.monotonic()
-    worker = threading.Thread(target=background, name=tier.name)
-    worker.start()
-    try:
-        first = run(main)
-    finally:
-        worker.join()
-    seconds = time.monotonic() - began
-    print(f"\n=== {tier.name} (beside {main.name}) ===", flush=True)
-    sys.stdout.write(output.read_text(errors="replace"))
-    status = next((s for s in statuses if s), 0)
-    return [first, Outcome(tier, seconds, status, _counts(tier.report))]
+    def join(self) -> Outcome:
+        self.thread.join()
+        seconds = time.monotonic() - self.began  # until it was joined, at the latest
+        print(f"\n=== {self.tier.name} (beside {self.tier.beside}) ===", flush=True)
+        sys.stdout.write(self.output.read_text(errors="replace"))
+        status = next((s for s in self.statuses if s), 0)
+        return Outcome(self.tier, seconds, status, _counts(self.tier.report))
 
 
 def run_all(chosen: list[Tier]) -> list[Outcome]:
-    partners = {t.beside: t for t in chosen if t.beside}
+    """Each tier in turn; a tier `beside` another starts with it and is joined when its `until`
+    tier (or its partner) has ended, or at the end."""
+    names = {t.name for t in chosen}
     outcomes: list[Outcome] = []
+    running: list[tuple[Background, str]] = []
     for tier in chosen:
-        if tier.beside and tier.beside in {t.name for t in chosen}:
-            continue  # run with its partner
-        outcomes += run_beside(partners[tier.name], tier) if tier.name in partners else [run(tier)]
+        if tier.beside in names:
+            continue  # started with its partner
+        for partner in (t for t in chosen if t.beside == tier.name):
+            until = partner.until if partner.until in names else tier.name
+            running.append((Background(partner), until or tier.name))
+        outcomes.append(run(tier))
+        for background, until in [r for r in running if r[1] == tier.name]:
+            outcomes.append(background.join())
+            running.remove((background, until))
+    outcomes += [background.join() for background, _ in running]
     return outcomes
 
 
