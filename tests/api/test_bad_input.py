@@ -126,6 +126,9 @@ def test_not_multipart(srv: Server) -> None:
     [
         ("GET", "/v1/jobs/training-nope", None, 404),
         ("GET", "/v1/jobs?state=SLEEPING", None, 400),
+        # no state at all is not "any state" (the fuzzer's find: the document says a state)
+        ("GET", "/v1/jobs?state=", None, 400),
+        ("GET", "/v1/jobs?state=RUNNING&state=%20,%20", None, 400),
         ("GET", "/v1/jobs?limit=0", None, 400),
         ("GET", f"/v1/jobs?offset={10**20}", None, 400),
         # past SQLite's 64-bit integers: the database refused it with a 500 (the fuzzer's find)

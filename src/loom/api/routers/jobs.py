@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
+from pydantic import StringConstraints
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.background import BackgroundTask
@@ -81,8 +82,18 @@ async def accept_job(
     return job, manifest
 
 
+# One or more states a `state` value, comma-separated: never an empty one (`?state=` is a
+# client's mistake, not "any state").
+StateFilter = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
 def _states(state: list[str] | None) -> list[str]:
-    wanted = [s.strip().upper() for item in state or [] for s in item.split(",") if s.strip()]
+    wanted: list[str] = []
+    for item in state or []:
+        named = [s.strip().upper() for s in item.split(",") if s.strip()]
+        if not named:
+            raise InvalidInput("state: empty; name one or more job states, comma-separated")
+        wanted += named
     for s in wanted:
         if s not in JobState.__members__:
             allowed = ", ".join(JobState.__members__)
@@ -95,7 +106,7 @@ def list_jobs(
     request: Request,
     loom: PlatformDep,
     user: UserDep,
-    state: Annotated[list[str] | None, Query()] = None,
+    state: Annotated[list[StateFilter] | None, Query()] = None,
     offset: Annotated[int, WHOLE, Query(ge=0, le=10**9)] = 0,
     limit: Annotated[int, WHOLE, Query(ge=1, le=500)] = 50,
     owner: Annotated[
