@@ -104,6 +104,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _current_test: list[pytest.Item] = []
+_homes: set[Path] = set()  # of every platform this process started
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +117,11 @@ def _known_as_the_current_test(request: pytest.FixtureRequest) -> Iterator[None]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Whatever a test's teardown left (a learner still reporting to a platform that stopped as
+    # its job ended waits up to its retry deadline, 10 minutes): nothing outlives the run.
+    for home in _homes:
+        stop_learners(home)
+        stop_deployments(home)
     for server in _postgres:
         server.stop()
 
@@ -196,6 +202,7 @@ class Server:
         if _current_test and not _current_test[-1].get_closest_marker("integration"):
             pytest.fail(f"{_current_test[-1].nodeid} starts a platform: mark it integration")
         self.home.mkdir(parents=True, exist_ok=True)
+        _homes.add(self.home)
         first = self.process is None
         with self.log.open("ab") as out:
             args = ["--port", str(self.port)]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import Server, stop_deployments
+from tests.conftest import Server, stop_deployments, stop_learners
 
 
 @pytest.fixture(scope="package")
@@ -17,3 +17,4 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     yield srv
     srv.stop()
     stop_deployments(srv.home)
+    stop_learners(srv.home)
