@@ -350,12 +350,13 @@ def stop_learners(home: Path) -> None:
 def stop_deployments(home: Path) -> None:
     """Deployments outlive the platform, as learners do: a test stops what it left running."""
     for pid_file in home.glob("deployments/*/gateway.pid"):
-        try:
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        except (ProcessLookupError, ValueError):
+        try:  # the file may be gone: a running platform restarts a gateway that ended
+            pid = int(pid_file.read_text())
+            os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError):
             continue
         for _ in range(100):
-            if not running(int(pid_file.read_text())):
+            if not running(pid):
                 break
             time.sleep(0.1)
 

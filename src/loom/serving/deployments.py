@@ -52,7 +52,15 @@ from loom.serving.keys import DeploymentAccess
 from loom.serving.monitoring import REFERENCE_FILE, DetectorRuntime, Monitoring
 from loom.serving.replicas import free_port
 from loom.serving.scaling import Scaling, columns, columns_of
-from loom.serving.spec import PID, STATUS, DeploymentSpec, Tls, read_status, redact_paths
+from loom.serving.spec import (
+    PID,
+    STATUS,
+    DeploymentSpec,
+    Tls,
+    read_status,
+    redact_paths,
+    write_pid,
+)
 from loom.store.db import Database
 from loom.store.tables import Deployment, ModelVersion
 
@@ -441,7 +449,7 @@ class Deployments:
                 env=self._gateway_env(),
                 start_new_session=True,
             )
-        (folder / PID).write_text(str(child.pid))
+        write_pid(folder, child.pid)
         self._children[row.id] = child
 
     def _gateway_env(self) -> dict[str, str]:

@@ -63,7 +63,7 @@ from loom.serving.replicas import (
     private_sockets,
     socket_path,
 )
-from loom.serving.spec import PID, SPEC, STATUS, DeploymentSpec, redact_paths, write_atomic
+from loom.serving.spec import SPEC, STATUS, DeploymentSpec, redact_paths, write_atomic, write_pid
 
 TICK_S = 0.1
 MAX_REQUEST = 64 * 2**20
@@ -602,7 +602,7 @@ async def run(folder: Path) -> None:
     )
     if spec.graph:
         link_members(folder, spec.graph_members)
-    (folder / PID).write_text(str(os.getpid()))
+    write_pid(folder, os.getpid())
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, gateway.stopping.set)
     loop.add_signal_handler(signal.SIGINT, gateway.stopping.set)

@@ -107,6 +107,14 @@ def write_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(partial, path)
 
 
+def write_pid(folder: Path, pid: int) -> None:
+    """The gateway's pid file, replaced whole: written in place, a reader (the platform
+    checking its gateway is alive) could find it empty and take the gateway for dead."""
+    partial = folder / f"{PID}.partial"
+    partial.write_text(str(pid))
+    os.replace(partial, folder / PID)
+
+
 def redact_paths(text: str) -> str:
     """`text` with each absolute path cut to its last part: a replica's log lines tell the
     owner what failed without telling anyone where the server keeps its files."""
