@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,6 +118,7 @@ class Mode:
     sent: int = 0
     dropped: int = 0
     logged: int = 0
+    data_path: str = ""  # haproxy, or the gateway alone
 
 
 def deployment(
@@ -138,6 +140,7 @@ def deployment(
             model_version="1",
             port=port,
             monitoring={"window": 500, **monitoring} if monitoring else None,
+            proxy="haproxy" if shutil.which("haproxy") else "",  # as the platform runs it
             monitor_python=detector[0] if detector[1] is None else "",
             monitor_environment=detector[1],
         ).write(folder)
@@ -230,6 +233,8 @@ def serving_part(args: argparse.Namespace, pin: base.Pinning, detector: tuple[st
             base.first_infer(mode.url, bodies[0], served(mode).check, timeout=300)
             if mode.monitoring:
                 wait_watching(mode)
+            said = json.loads((mode.folder / "status.json").read_text())
+            mode.data_path = str(said.get("data_path") or "")
         for mode in modes:  # warm: connections, the replica's first batches, the detector
             base.run_wrk(wrk, pin, mode.url, script, args.connections, 2)
             settled(mode, processes(mode)[1])
@@ -244,7 +249,7 @@ def serving_part(args: argparse.Namespace, pin: base.Pinning, detector: tuple[st
 
 def serving_report(modes: list[Mode], args: argparse.Namespace) -> str:
     off = statistics.median(load.rps for load in modes[0].loads)
-    header = ["mode", "req/s (median)", "vs off", "p50 ms", "p99 ms", "errors",
+    header = ["mode", "data path", "req/s (median)", "vs off", "p50 ms", "p99 ms", "errors",
               "gateway+replica CPU µs/req", "detector CPU µs/req", "sent to detector",
               "missed", "payloads logged"]  # fmt: skip
     rows = []
@@ -252,6 +257,7 @@ def serving_report(modes: list[Mode], args: argparse.Namespace) -> str:
         rps = statistics.median(load.rps for load in mode.loads)
         rows.append([
             mode.label,
+            mode.data_path,
             f"{rps:,.0f}",
             f"{rps / off:.1%}",
             f"{statistics.median(load.p50_ms for load in mode.loads):.2f}",

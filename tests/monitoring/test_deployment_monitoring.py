@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any
 
 import httpx
@@ -44,6 +45,8 @@ def test_drift_outliers_and_payloads(monitored_server: Server, tabular_zip: byte
         loom.deploy("tab", "tabular", monitoring=monitoring)
         view = loom.wait_deployment("tab", timeout=120)
         assert view["monitoring"]["window"] == WINDOW
+        # watched on the compiled data path where there is one, as unwatched deployments are
+        assert view["data_path"] == ("haproxy" if shutil.which("haproxy") else "gateway")
         retrain = {"name": "retrain", "steps": [{"name": "say", "kind": "shell",
                                                  "command": "echo retraining"}]}  # fmt: skip
         trigger = {"drift": {"deployment": "tab", "cooldown_s": 0}}

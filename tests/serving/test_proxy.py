@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
+import io
 import shutil
 import subprocess
 from collections import Counter
@@ -69,6 +71,7 @@ def test_flags_and_server_lines() -> None:
     assert flags(True, 0, 1)["public"] == "1"
     assert server_line("run/r.sock", 4, GRPC).endswith("proto h2")
     assert "maxconn 4" in server_line("run/r.sock", 4, "rest")
+    assert "pool-max-conn -1" in server_line("run/r.sock", 4, "rest")
 
 
 def test_what_the_gateway_keeps_serving_itself(tmp_path: Path) -> None:
@@ -107,7 +110,7 @@ class Setup:
 
 
 @contextlib.asynccontextmanager
-async def proxied(tmp_path: Path) -> AsyncIterator[Setup]:
+async def proxied(tmp_path: Path, monitoring: dict[str, Any] | None = None) -> AsyncIterator[Setup]:
     """A gateway object (not running its loop) steering a real HAProxy in front of three echo
     replicas (two of the main version, one canary) and an echo standing for its own endpoint."""
     run = tmp_path / "run"
@@ -115,7 +118,7 @@ async def proxied(tmp_path: Path) -> AsyncIterator[Setup]:
     spec = DeploymentSpec(
         name="echo", model_dir=str(tmp_path / "v1"), model_version="1", port=free_port(),
         canary_model_dir=str(tmp_path / "v2"), canary_version="2", canary_percent=25.0,
-        max_inflight_per_replica=1, max_queue=2, proxy="haproxy",
+        max_inflight_per_replica=1, max_queue=2, proxy="haproxy", monitoring=monitoring,
     )  # fmt: skip
     write_private(tmp_path / ACCESS, render(False, {hash_token(TOKEN): "token"}))
     gateway = Gateway(tmp_path, spec)
@@ -192,6 +195,11 @@ async def _the_canary_takes_its_share_and_balancing_uses_both_replicas(tmp_path:
         await _logged(setup, 400)
         versions = setup.gateway.by_version
         assert versions.get(("2", 200), 0) == by["replica-3"]
+        # the replicas' connections are kept and used again, not opened per request
+        stats = await setup.proxy.command("show stat")
+        rows = csv.DictReader(io.StringIO(stats.lstrip("# ")))
+        main = next(r for r in rows if r["pxname"] == "main" and r["svname"] == "BACKEND")
+        assert int(main["reuse"]) > int(main["connect"]), main
 
 
 @needs_haproxy
@@ -244,3 +252,82 @@ async def _logged(setup: Setup, count: int) -> None:
         if sum(setup.gateway.requests.values()) >= count:
             return
         await asyncio.sleep(0.05)
+
+
+@needs_haproxy
+def test_a_watched_deployments_bodies_reach_its_monitor_through_the_proxy(tmp_path: Path) -> None:
+    """Monitored, the deployment stays on the proxy: an inference request's body reaches the
+    detector's feed and, sampled, the payload log with the replica's answer (never a token); a
+    body too large for a log line goes to the gateway (which watches what it answers itself);
+    other paths are not watched; the payload log's share follows the monitoring settings."""
+    asyncio.run(_a_watched_deployments_bodies_reach_its_monitor_through_the_proxy(tmp_path))
+
+
+async def _a_watched_deployments_bodies_reach_its_monitor_through_the_proxy(
+    tmp_path: Path,
+) -> None:
+    from loom.serving.payloads import read_payloads
+    from loom.serving.proxy_config import WATCHED_REQUEST
+
+    watched = {"drift": True, "payloads": {"rate": 1.0, "retention_days": 1}}
+    async with proxied(tmp_path, watched) as setup:
+        monitor = setup.gateway.monitor
+        assert monitor is not None and setup.proxy.flags["payload_ppm"] == "1000000"
+        fed: list[tuple[str, bytes]] = []
+        monitor.state = "watching"  # as when its detector is ready (none runs here)
+        monitor._send = lambda _id, version, _now, body: fed.append((version, body))  # type: ignore[method-assign]
+        small = orjson.dumps({"inputs": [{"name": "x", "shape": [1, 3], "data": [1, 2, 3]}]})
+        large = b'{"pad": "' + b"x" * WATCHED_REQUEST + b'"}'
+        async with httpx.AsyncClient(base_url=setup.url) as client:
+            answer = await client.post("/v2/models/echo/infer", content=small, headers=_bearer())
+            big = await client.post("/v2/models/echo/infer", content=large, headers=_bearer())
+            other = await client.post("/x", content=small, headers=_bearer())
+            monitor.payloads.rate = 0.0  # type: ignore[union-attr]
+            await setup.proxy.sync()
+            unsampled = await client.post(
+                "/v1/models/echo:predict", content=small, headers=_bearer()
+            )
+        assert answer.json()["by"].startswith("replica-")
+        assert big.json()["by"] == "gateway" and "authorization" in big.json()["headers"]
+        assert other.json()["by"].startswith("replica-")
+        assert unsampled.json()["by"].startswith("replica-")
+        await _logged(setup, 3)
+        assert [body for _, body in fed] == [small, small]
+        assert {version for version, _ in fed} <= {"1", "2"}
+        monitor.payloads.flush()  # type: ignore[union-attr]
+        logged = read_payloads(setup.gateway.folder)
+        assert len(logged) == 1, logged
+        assert logged[0]["request"] == small.decode() and logged[0]["path"].endswith("/infer")
+        assert orjson.loads(logged[0]["response"]) == answer.json()
+        kept = "".join(p.read_text() for p in (tmp_path / "payloads").iterdir())
+        assert TOKEN not in kept and "c=1" not in kept
+
+
+@needs_haproxy
+def test_monitoring_turned_on_later_watches_the_proxys_requests(tmp_path: Path) -> None:
+    """A deployment that started unwatched on the proxy: monitoring turned on by an update
+    (a new monitor, pushed to HAProxy within a tick) sees the next requests' bodies."""
+    asyncio.run(_monitoring_turned_on_later_watches_the_proxys_requests(tmp_path))
+
+
+async def _monitoring_turned_on_later_watches_the_proxys_requests(tmp_path: Path) -> None:
+    from loom.serving.monitor import Monitor
+
+    async with proxied(tmp_path) as setup:
+        assert setup.gateway.monitor is None and "watch" not in setup.proxy.flags
+        body = b'{"instances": [[1, 2, 3]]}'
+        async with httpx.AsyncClient(base_url=setup.url) as client:
+            await client.post("/v1/models/echo:predict", content=body, headers=_bearer())
+            await _logged(setup, 1)
+            spec = _with(setup.gateway.spec, monitoring={"drift": True})
+            setup.gateway.spec = spec
+            monitor = Monitor.of(setup.gateway.folder, spec)
+            assert monitor is not None
+            fed: list[bytes] = []
+            monitor.state = "watching"
+            monitor._send = lambda _id, _version, _now, sent: fed.append(sent)  # type: ignore[method-assign]
+            setup.gateway.monitor = monitor
+            await setup.proxy.sync()
+            await client.post("/v1/models/echo:predict", content=body, headers=_bearer())
+        await _logged(setup, 2)
+        assert fed == [body]

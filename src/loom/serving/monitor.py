@@ -99,27 +99,47 @@ class Monitor:
     def observe(
         self, request: Message, response: Message, status: int, version: str | None, ms: float
     ) -> None:
-        """Log a sample of inference requests and send each answered one to the detector."""
+        """A request the gateway answered itself: a sample logged, each answered one sent to
+        the detector."""
         if version is None or not request.target.encode().endswith(INFER):
             return
+        self.record(request.target, request.body, response.body, status, version, ms)
+
+    def record(
+        self,
+        path: str,
+        body: bytes,
+        answer: bytes | None,
+        status: int,
+        version: str,
+        ms: float,
+        sampled: bool | None = None,
+    ) -> None:
+        """One inference request and its answer (None: not kept), wherever it was answered;
+        `sampled` is the proxy's coin toss for the payload log (None: tossed here)."""
         self._next += 1
         request_id = f"{self._boot}-{self._next}"
         now = time.time()
-        if self.payloads is not None and self.payloads.sampled():
+        if self.payloads is not None and (self.payloads.sampled() if sampled is None else sampled):
             self.payloads.write(
                 {
                     "id": request_id,
                     "time": now,
                     "version": version,
-                    "path": request.target,
+                    "path": path,
                     "status": status,
                     "ms": round(ms, 3),
-                    "request": request.body,
-                    "response": response.body,
+                    "request": body,
+                    "response": answer,
                 }
             )
         if status == 200 and self.state == "watching":
-            self._send(request_id, version, now, request.body)
+            self._send(request_id, version, now, body)
+
+    @property
+    def payload_rate(self) -> float:
+        """The share of requests whose bodies go to the payload log."""
+        return self.payloads.rate if self.payloads is not None else 0.0
 
     def _send(self, request_id: str, version: str, now: float, body: bytes) -> None:
         process = self.process

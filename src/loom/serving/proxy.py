@@ -8,6 +8,7 @@ counters, latency histogram and keys' last use as they were when the gateway ans
 from __future__ import annotations
 
 import asyncio
+import binascii
 import contextlib
 import csv
 import ctypes
@@ -25,6 +26,7 @@ from loom.serving.proxy_config import (
     CANARY,
     GATEWAY,
     GRPC,
+    LOG_FORMAT,
     MAIN,
     PUBLIC,
     REST,
@@ -57,14 +59,19 @@ PIPE_BYTES = 1 << 20
 F_SETPIPE_SZ = 1031
 
 
+FIELDS = LOG_FORMAT.count(" ") + 1
+NONE = b"-"  # what HAProxy logs for a variable not set
+WATCHED_READ_S = 0.02  # a watched deployment's log is read this often (its lines are larger)
+
+
 class ProxyFailed(Exception):
     """HAProxy could not start or be steered; the gateway serves the endpoint itself."""
 
 
 def unproxied(spec: DeploymentSpec) -> str | None:
     """Why this deployment keeps the gateway's own data path; None when the proxy can take it.
-    A graph, a transformer and monitoring (payloads sampled, requests fed to the detector) are
-    the gateway's own work; HTTPS and replicas on Ray are not wired through the proxy (yet)."""
+    A graph and a transformer are the gateway's own work; HTTPS and replicas on Ray are not
+    wired through the proxy (yet). Monitoring is not a reason: the proxy logs the bodies."""
     if spec.proxy != HAPROXY:
         return "the platform runs deployments without a proxy"
     if shutil.which(HAPROXY) is None:
@@ -74,7 +81,6 @@ def unproxied(spec: DeploymentSpec) -> str | None:
         ("a transformer", spec.transformer_dir),
         ("HTTPS", spec.certfile),
         ("replicas on Ray", spec.ray_address),
-        ("monitoring", spec.monitoring),
     ):
         if present:
             return f"{why} is served by the gateway itself"
@@ -109,6 +115,7 @@ class Proxy:
         self._log: int | None = None  # the read end of HAProxy's log pipe
         self._partial = b""
         self._ticks = 0
+        self._reader: asyncio.Task[None] | None = None
 
     # -- the process -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -143,6 +150,7 @@ class Proxy:
                 raise ProxyFailed(f"haproxy exited with code {self.process.returncode}")
             with contextlib.suppress(ProxyFailed):
                 await self.command("show info")
+                self._reader = asyncio.get_running_loop().create_task(self._read_watched())
                 return
             await asyncio.sleep(0.05)
         raise ProxyFailed(f"haproxy's admin socket did not answer within {START_S:g} s")
@@ -150,6 +158,8 @@ class Proxy:
     async def stop(self, grace_s: float) -> None:
         """Stop taking requests and let those under way finish (at most `grace_s`)."""
         process = self.process
+        if self._reader is not None:
+            self._reader.cancel()
         if process is not None and process.returncode is None:
             await terminate(process, grace_s, signal.SIGUSR1)  # HAProxy's soft stop
         self.read_log()  # the last requests' lines (a failed start's pipe is closed too)
@@ -220,7 +230,10 @@ class Proxy:
     def _flags(self) -> dict[str, str]:
         spec = self.gateway.spec
         share = spec.canary_percent if canary_generation(spec) else 0.0
-        return flags(self.gateway.access.public, share, spec.max_queue)
+        monitor = self.gateway.monitor
+        watch = monitor is not None and not spec.request_log
+        payloads = monitor.payload_rate if monitor is not None else 0.0
+        return flags(self.gateway.access.public, share, spec.max_queue, watch, payloads)
 
     async def _sync_servers(self) -> None:
         wanted = self._wanted()
@@ -299,6 +312,14 @@ class Proxy:
             self.by_server = by_server
 
     # -- the log: one line a request ---------------------------------------------------------
+    async def _read_watched(self) -> None:
+        """While the deployment is watched its lines carry bodies: read them more often than
+        once a tick, so that the pipe (which HAProxy never waits on) does not fill."""
+        while self.alive:
+            await asyncio.sleep(WATCHED_READ_S)
+            if self.flags.get("watch"):
+                self.read_log()
+
     def read_log(self) -> None:
         """Count the requests HAProxy logged since the last look (each tick, and before the
         metrics are read, so that a scrape sees every request answered before it)."""
@@ -318,9 +339,9 @@ class Proxy:
         """One request HAProxy answered, or had a replica answer, into the gateway's counters
         (those it sent to the gateway, the gateway counted itself)."""
         parts = line.split(b" ")
-        if len(parts) != 4 or parts[1].startswith(GATEWAY.encode()):
+        if len(parts) != FIELDS or parts[1].startswith(GATEWAY.encode()):
             return
-        status, track, whose, micros = parts
+        status, track, whose, micros, path, sampled, body, answer = parts
         try:
             code = int(status)
         except ValueError:
@@ -337,6 +358,16 @@ class Proxy:
         if holder is not None and whose != PUBLIC.encode():
             gateway.access.note_use(holder)
         gateway.autoscaler.started(now)
+        monitor = gateway.monitor
+        if monitor is not None and version and body != NONE:
+            try:
+                request = binascii.a2b_base64(body)
+                response = binascii.a2b_base64(answer) if answer != NONE else None
+            except binascii.Error:  # a line cut short: not watched
+                return
+            ms = int(micros) / 1000 if micros.isdigit() else 0.0
+            path_text = path.decode("latin-1")
+            monitor.record(path_text, request, response, code, version, ms, sampled == b"1")
 
     def _path(self, relative: str) -> Path:
         return self.gateway.folder / relative

@@ -17,7 +17,10 @@ an unknown token (the gateway reads the rules again, and answers 401 or serves i
 made works at once), the health and metrics paths, and any request while no replica of the
 deployment is ready (the gateway holds it and wakes the deployment from zero). The gateway adds
 and removes the replicas (`add server`, over the admin socket) and follows HAProxy's log lines
-(status, track, whose, microseconds) for its counters and histogram.
+(status, track, whose, microseconds) for its counters and histogram; for a watched deployment
+(drift, outliers, payload log) a line also carries the request's body and, for the payload
+log's sample, the response's, which the gateway passes to its monitor: watching costs the
+request path a copy into the log, never a wait.
 
 The same for V2 gRPC over HTTP/2, to each replica's own gRPC socket.
 """
@@ -31,8 +34,18 @@ MAIN, CANARY = "main", "canary"
 GATEWAY = "gateway"  # the gateway's own endpoint, behind the proxy
 PUBLIC = "-public-"  # whose a request of a public deployment is, in the log
 OWN_PATHS = ("/", "/metrics", "/v2/health/live", "/v2/health/ready")
-# the log line of each request: status, backend, whose (an index of the access map), µs
-LOG_FORMAT = "%ST %b %[var(txn.whose)] %[date(0,us),sub(txn.t0)]"
+# the log line of each request: status, backend, whose (an index of the access map), µs, path,
+# and for a watched deployment's inference requests: whether the payload log samples it, the
+# request's body and (sampled) the response's, in base64 ("-" where there is none)
+LOG_FORMAT = (
+    "%ST %b %[var(txn.whose)] %[date(0,us),sub(txn.t0)] %HP "
+    "%[var(txn.sample)] %[var(txn.reqb)] %[var(txn.resb)]"
+)
+# Bodies the proxy copies into its log for monitoring; a watched request with a larger body
+# goes to the gateway, which answers and watches it itself. Both fit one log line (65535).
+WATCHED_REQUEST = 24 * 1024
+WATCHED_RESPONSE = 16 * 1024
+INFER_PATHS = ("/infer", ":predict")
 MALFORMED = '{"error": "malformed HTTP request"}'
 MAX_REQUEST = 64 * 2**20  # bytes of body, as the gateway's own limit
 
@@ -78,7 +91,7 @@ def _global(plan: ProxyPlan) -> str:
         "global\n"
         "    nbthread 1\n"  # beside the replicas on the same cores: one thread is plenty
         f"    stats socket unix@{plan.admin_socket} mode 600 level admin\n"
-        "    log stdout format raw daemon\n"  # read by the gateway from a pipe
+        "    log stdout len 65535 format raw daemon\n"  # read by the gateway from a pipe
         "    tune.bufsize 65536\n"  # a request that fits is kept for its one retry
     )
 
@@ -142,6 +155,15 @@ def _frontend(plan: ProxyPlan, protocol: str, bind: str) -> str:
         f"or {passed} canary_up !main_up",
         f"    http-request set-var(txn.to) str({main}) if {passed} main_up "
         "!{ var(txn.to) -m found }",
+    ]
+    if protocol == REST:
+        lines += _watching(plan)
+    else:  # a watched deployment's gRPC inferences: the gateway translates and watches them
+        lines += [
+            f"    http-request unset-var(txn.to) if {{ str(watch),map_str_int({plan.flags_map},0) "
+            "gt 0 } { path_end /ModelInfer }",
+        ]
+    lines += [
         f"    acl main_full queue({main}),sub(txn.line) ge 0",
         f"    acl canary_full queue({canary}),sub(txn.line) ge 0",
     ]
@@ -161,6 +183,28 @@ def _frontend(plan: ProxyPlan, protocol: str, bind: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _watching(plan: ProxyPlan) -> list[str]:
+    """A watched deployment's inference requests (`watch` in the flags map): the body copied
+    into the log line, and for the payload log's share (`payload_ppm`, in millionths) the
+    response's too. A body too large for a log line goes to the gateway instead (as do gRPC
+    inferences, whose protobuf the gateway translates for the detector)."""
+    flag = f"map_str_int({plan.flags_map},0)"
+    return [
+        f"    acl watched str(watch),{flag} gt 0",
+        f"    acl infer path_end {' '.join(INFER_PATHS)}",
+        f"    acl fits req.body_size le {WATCHED_REQUEST}",
+        "    http-request unset-var(txn.to) if watched infer !fits",
+        "    acl to_replica var(txn.to) -m found",
+        f"    http-request set-var(txn.ppm) str(payload_ppm),{flag} if watched infer to_replica",
+        "    http-request set-var(txn.sample) int(1) "
+        "if watched infer to_replica { rand(1000000),sub(txn.ppm) lt 0 }",
+        "    http-request set-var(txn.reqb) req.body,base64 if watched infer to_replica",
+        "    http-response wait-for-body time 1s if { var(txn.sample) -m found }",
+        "    http-response set-var(txn.resb) res.body,base64 "
+        f"if {{ var(txn.sample) -m found }} {{ res.body_len le {WATCHED_RESPONSE} }}",
+    ]
+
+
 def _track(protocol: str, track: str) -> str:
     """A track's backend; its servers (the replicas) come and go over the admin socket."""
     return f"backend {backend(protocol, track)}\n    balance leastconn\n"
@@ -169,15 +213,23 @@ def _track(protocol: str, track: str) -> str:
 def server_line(socket: str, per_replica: int, protocol: str) -> str:
     """The arguments of `add server` for one replica's socket."""
     h2 = " proto h2" if protocol == GRPC else ""
-    return f"unix@{socket} maxconn {per_replica} pool-purge-delay 1s{h2}"
+    # HAProxy keeps no idle connection to a server added at run time unless told to: each
+    # request then opened a connection of its own to the replica (twice the replica's CPU)
+    return f"unix@{socket} maxconn {per_replica} pool-max-conn -1 pool-purge-delay 1s{h2}"
 
 
-def flags(public: bool, canary_percent: float, max_queue: int) -> dict[str, str]:
+def flags(
+    public: bool, canary_percent: float, max_queue: int, watch: bool = False, payloads: float = 0
+) -> dict[str, str]:
     """The contents of `flags.map`: whether the deployment is public, the canary's share in
-    ten-thousandths, and the line's length."""
+    ten-thousandths, the line's length, whether its requests are watched (their bodies logged
+    for the detector) and the payload log's share in millionths."""
     found = {"canary_share": str(round(canary_percent * 100)), "max_queue": str(max_queue)}
     if public:
         found["public"] = "1"
+    if watch:
+        found["watch"] = "1"
+        found["payload_ppm"] = str(round(payloads * 1_000_000))
     return found
 
 
