@@ -117,6 +117,7 @@ class Mode:
     detector_us: list[float] = field(default_factory=list)  # per request it was sent
     sent: int = 0
     dropped: int = 0
+    skipped: int = 0  # not sent: the detector's CPU held to its budget on busy cores
     logged: int = 0
     data_path: str = ""  # haproxy, or the gateway alone
 
@@ -214,6 +215,7 @@ def one_load(
     sent = int(after.get("sent", 0)) - int(before.get("sent", 0))
     mode.sent += sent
     mode.dropped += int(after.get("dropped", 0)) - int(before.get("dropped", 0))
+    mode.skipped += int(after.get("skipped", 0)) - int(before.get("skipped", 0))
     mode.logged += int(after.get("payloads_logged", 0)) - int(before.get("payloads_logged", 0))
     if detector is not None and sent:
         mode.detector_us.append(cpu_detector / sent * 1e6)
@@ -247,11 +249,15 @@ def serving_part(args: argparse.Namespace, pin: base.Pinning, detector: tuple[st
     return serving_report(modes, args)
 
 
+def _share(count: int, mode: Mode) -> str:
+    return f"{count / max(mode.sent + mode.dropped + mode.skipped, 1):.1%}"
+
+
 def serving_report(modes: list[Mode], args: argparse.Namespace) -> str:
     off = statistics.median(load.rps for load in modes[0].loads)
     header = ["mode", "data path", "req/s (median)", "vs off", "p50 ms", "p99 ms", "errors",
               "gateway+replica CPU µs/req", "detector CPU µs/req", "sent to detector",
-              "missed", "payloads logged"]  # fmt: skip
+              "missed (lagging)", "not sent (budget)", "payloads logged"]  # fmt: skip
     rows = []
     for mode in modes:
         rps = statistics.median(load.rps for load in mode.loads)
@@ -266,7 +272,8 @@ def serving_report(modes: list[Mode], args: argparse.Namespace) -> str:
             f"{statistics.median(mode.serving_us):.0f}",
             f"{statistics.median(mode.detector_us):.0f}" if mode.detector_us else "—",
             f"{mode.sent:,}" if mode.monitoring else "—",
-            f"{mode.dropped / max(mode.sent + mode.dropped, 1):.1%}" if mode.monitoring else "—",
+            _share(mode.dropped, mode) if mode.monitoring else "—",
+            _share(mode.skipped, mode) if mode.monitoring else "—",
             f"{mode.logged:,}" if mode.monitoring else "—",
         ])  # fmt: skip
     title = (

@@ -214,6 +214,14 @@ class Settings(BaseSettings):
         description="a detector not ready this long after it started (importing Alibi Detect "
         "and fitting on the reference) is reported failing and started again",
     )
+    monitoring_cpu_budget: float = Field(
+        default=0.03,
+        ge=0,
+        le=1,
+        description="on busy cores (under 5% idle), a detector's CPU at most this share of what "
+        "the rest uses there, by sending it a random share of the requests; 0: every request "
+        "is sent, busy or not",
+    )
 
     # isolation
     isolation: Literal["auto", "sandbox", "off"] = Field(

@@ -56,6 +56,8 @@ def test_drift_outliers_and_payloads(monitored_server: Server, tabular_zip: byte
         ours = str(monitored_server.home).encode()
         detectors = [p for p in processes_with(b"loom.serving.detector") if ours in _cmdline(p)]
         assert detectors and {_nice(p) for p in detectors} == {min(19, os.nice(0) + 10)}
+        # and once fitted, only on CPU time serving leaves idle
+        eventually(lambda: os.SCHED_IDLE in {_policy(p) for p in detectors}, timeout=10)
         url = view["urls"]["v2_infer"]
         rng = np.random.default_rng(7)
         for _ in range(5 * WINDOW // PER_REQUEST):
@@ -165,3 +167,10 @@ def _cmdline(pid: int) -> bytes:
 def _nice(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as found:
         return int(found.read().rsplit(")", 1)[1].split()[16])
+
+
+def _policy(pid: int) -> int | None:
+    try:
+        return os.sched_getscheduler(pid)
+    except OSError:
+        return None

@@ -319,12 +319,15 @@ def detector_environment(settings: Settings) -> DetectorRuntime:
     """How gateways run drift detectors: in an environment of the monitoring packages over
     the platform's own, built by the platform's environment builder (its indexes and index
     strategy), or in the interpreter LOOM_MONITORING_PYTHON names (an admin's override)."""
-    timeout = settings.monitoring_start_timeout_s
+    timeout, budget = settings.monitoring_start_timeout_s, settings.monitoring_cpu_budget
     if settings.monitoring_python:
-        return DetectorRuntime(python=settings.monitoring_python, start_timeout_s=timeout)
+        return DetectorRuntime(
+            python=settings.monitoring_python, start_timeout_s=timeout, cpu_budget=budget
+        )
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     plan = Plan("monitoring", python, tuple(sorted(settings.monitoring_packages)))
-    return DetectorRuntime(environment=spec_section(plan, settings), start_timeout_s=timeout)
+    section = spec_section(plan, settings)
+    return DetectorRuntime(environment=section, start_timeout_s=timeout, cpu_budget=budget)
 
 
 def check_admin_token(settings: Settings) -> None:

@@ -419,6 +419,7 @@ class Deployments:
             monitor_python=self.detector.python,
             monitor_environment=self.detector.environment,
             monitor_start_timeout_s=self.detector.start_timeout_s,
+            monitor_cpu_budget=self.detector.cpu_budget,
             runtime=row.runtime or "",
             explainer=row.explainer or "",
             transformer_dir=transformer,

@@ -344,7 +344,20 @@ def main() -> None:
     detector = Detector(config, sys.stdout)
     if not detector.start():
         sys.exit(2)
+    yield_cpu()
     serve(sys.stdin.buffer, detector)
+
+
+def yield_cpu() -> None:
+    """Once fitted, every thread of the detector runs on CPU time that serving leaves idle
+    (SCHED_IDLE; it started at nice 10, so that importing and fitting finish on a busy
+    machine): on a saturated core it lags, and the gateway sends it fewer requests, counted
+    as missed, rather than slowing the replicas it watches."""
+    for task in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setscheduler(int(task), os.SCHED_IDLE, os.sched_param(0))
+        except OSError:  # a thread that ended meanwhile; or a system without SCHED_IDLE
+            continue
 
 
 if __name__ == "__main__":

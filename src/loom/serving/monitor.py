@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from loom.serving.confined import confine
 from loom.serving.http1 import Message
+from loom.serving.monitor_budget import Budget
 from loom.serving.monitoring import REFERENCE_FILE, Monitoring
 from loom.serving.payloads import MAX_BODY, PayloadLog
 from loom.serving.replica_envs import EnvironmentFailed, ReplicaEnvironments
@@ -34,8 +36,9 @@ from loom.serving.spec import DeploymentSpec
 FOLDER = "monitor"
 WINDOWS = "windows.jsonl"
 MAX_PIPE = 4 * 2**20  # bytes waiting for the detector; past it requests are not sent
-GATHER_S = 0.02  # frames gathered this long, then written at once: one write and one wake of
-# the detector per 20 ms rather than per request (it judges what it reads in one batch)
+GATHER_S = 0.1  # frames gathered this long, then written at once: one write and one wake of
+# the detector per 100 ms rather than per request (it judges what it reads in one batch: the
+# larger the batch, the less each request costs it)
 MAX_PENDING = 2048  # recent requests kept to log one the detector flags
 OUTLIER_BODY = 4096
 RESTART_S = (1.0, 60.0)
@@ -69,6 +72,10 @@ class Monitor:
         self.process: asyncio.subprocess.Process | None = None
         self.sent = 0
         self.dropped = 0
+        self.skipped = 0  # not sent: the detector's share of the traffic was below 1
+        self.budget = Budget(spec.monitor_cpu_budget)
+        self.share = 1.0
+        self._coin = random.Random()
         self.outliers = 0
         self.windows = 0
         self.last: dict[str, dict[str, Any]] = {}  # version → its last window
@@ -134,7 +141,10 @@ class Monitor:
                 }
             )
         if status == 200 and self.state == "watching":
-            self._send(request_id, version, now, body)
+            if self.share >= 1 or self._coin.random() < self.share:
+                self._send(request_id, version, now, body)
+            else:
+                self.skipped += 1
 
     @property
     def payload_rate(self) -> float:
@@ -359,6 +369,8 @@ class Monitor:
     def tick(self) -> None:
         if self.payloads is not None:
             self.payloads.flush()
+        if self.state == "watching" and self.process is not None:
+            self.share = self.budget.update(time.monotonic(), self.process.pid)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -381,6 +393,8 @@ class Monitor:
             "watching": self.detected,
             "sent": self.sent,
             "dropped": self.dropped,
+            "skipped": self.skipped,
+            "share": round(self.share, 4),
             "outliers": self.outliers,
             "windows": self.windows,
             "payloads_logged": self.payloads.logged if self.payloads is not None else 0,
@@ -415,6 +429,11 @@ class Monitor:
             ("loom_deployment_outliers", "Requests flagged as outliers", self.outliers),
             ("loom_deployment_drift_windows", "Windows tested for drift", self.windows),
             ("loom_deployment_monitor_dropped", "Requests the detector missed", self.dropped),
+            (
+                "loom_deployment_monitor_skipped",
+                "Requests not sent to the detector, its CPU held to a budget on busy cores",
+                self.skipped,
+            ),
             ("loom_deployment_payloads_logged", "Requests whose payloads were logged", logged),
         ]
         out: list[Metric] = [drift, score, p_value]
