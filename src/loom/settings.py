@@ -215,7 +215,7 @@ class Settings(BaseSettings):
         "and fitting on the reference) is reported failing and started again",
     )
     monitoring_cpu_budget: float = Field(
-        default=0.03,
+        default=0.02,
         ge=0,
         le=1,
         description="on busy cores (under 5% idle), a detector's CPU at most this share of what "

@@ -26,7 +26,7 @@ class DetectorRuntime:
     python: str = ""  # LOOM_MONITORING_PYTHON: an interpreter with the detector's packages
     environment: dict[str, Any] | None = None  # else a builder's section (once per hash)
     start_timeout_s: float = 900.0
-    cpu_budget: float = 0.03  # on busy cores, of the rest's CPU; 0: no budget
+    cpu_budget: float = 0.02  # on busy cores, of the rest's CPU; 0: no budget
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ class DeploymentSpec:
     monitor_environment: dict[str, Any] | None = None  # the detector's, built by the gateway
     monitor_python: str = ""  # or an interpreter that has the detector's packages
     monitor_start_timeout_s: float = 900.0  # not ready by then: failing, started again
-    monitor_cpu_budget: float = 0.03  # the detector's CPU on busy cores (0: no budget)
+    monitor_cpu_budget: float = 0.02  # the detector's CPU on busy cores (0: no budget)
     # serving code: the runtime asked for, the built-in explainer, the transformer's folder,
     # and the environment (a builder's section) of each folder replicas serve that needs one
     runtime: str = ""
