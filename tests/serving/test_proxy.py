@@ -331,3 +331,108 @@ async def _monitoring_turned_on_later_watches_the_proxys_requests(tmp_path: Path
             await client.post("/v1/models/echo:predict", content=body, headers=_bearer())
         await _logged(setup, 2)
         assert fed == [body]
+
+
+@needs_haproxy
+def test_grpc_calls_reuse_the_replicas_connections_and_a_freed_slot_serves_the_next(
+    tmp_path: Path,
+) -> None:
+    """gRPC through the proxy goes to real replicas over the slots declared in its
+    configuration, which keep their HTTP/2 connections (a server added at run time opened one
+    per call); a drained replica's slot, once its connections are closed, serves the next
+    replica, and the drained one gets nothing more."""
+    asyncio.run(_grpc_reuses_connections_and_slots(tmp_path))
+
+
+async def _grpc_reuses_connections_and_slots(tmp_path: Path) -> None:
+    import sys
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    from tests.serving.test_rest import identity_model
+
+    identity_model(tmp_path / "m.onnx", ["FP32"])
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    spec = DeploymentSpec(
+        name="m", model_dir=str(tmp_path), model_version="1", port=free_port(),
+        grpc_port=free_port(), proxy="haproxy", max_inflight_per_replica=4,
+    )  # fmt: skip
+    write_private(tmp_path / ACCESS, render(False, {hash_token(TOKEN): "token"}))
+    gateway = Gateway(tmp_path, spec)
+    processes = []
+    for number in (1, 2, 3):
+        socket = f"run/replica-{number}.sock"
+        processes.append(await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "loom.serving", str(tmp_path / "m.onnx"), "--name", "m",
+            "--uds", socket, "--grpc-uds", f"run/replica-{number}.grpc.sock", cwd=tmp_path,
+        ))  # fmt: skip
+        gateway.replicas.append(Replica(number, socket, generation(spec),
+                                        tmp_path / f"replica-{number}.log", state="ready"))  # fmt: skip
+    third = gateway.replicas.pop()
+    proxy = Proxy(gateway, spec.port, spec.grpc_port)
+    try:
+        for _ in range(200):  # the replicas load the model
+            if all((run / f"replica-{n}.grpc.sock").exists() for n in (1, 2, 3)):
+                break
+            await asyncio.sleep(0.05)
+        await proxy.start()
+        gateway.front = proxy
+        await proxy.sync()
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{spec.grpc_port}")
+        tensor = grpcclient.InferInput("in_FP32", [3], "FP32")
+        tensor.set_data_from_numpy(np.array([1, 2, 3], dtype=np.float32))
+
+        def calls(n: int) -> None:
+            for _ in range(n):
+                answer = client.infer("m", [tensor], headers={"authorization": f"Bearer {TOKEN}"})
+                assert answer.as_numpy("out_FP32").tolist() == [1, 2, 3]
+
+        await asyncio.to_thread(calls, 60)
+        stats = await _stats(proxy)
+        grpc_main = stats[("grpc_main", "BACKEND")]
+        assert int(grpc_main["stot"]) == 60
+        assert int(grpc_main["reuse"]) > int(grpc_main["connect"]), grpc_main
+        assert {k for k, row in stats.items() if row["pxname"] == "grpc_main" and
+                int(row["stot"])} == {("grpc_main", "BACKEND"), ("grpc_main", "s0"),
+                                      ("grpc_main", "s1")}  # fmt: skip
+        await proxy.drained(gateway.replicas.pop(0), 5)
+        for _ in range(100):  # s0's connection to the first replica closes: the slot is free
+            await proxy.sync()
+            if "grpc_main/r1" not in proxy.physical:
+                break
+            await asyncio.sleep(0.05)
+        gateway.replicas.append(third)
+        await proxy.sync()
+        assert proxy.physical.get("grpc_main/r3") == "grpc_main/s0", proxy.physical
+        served = await _served(tmp_path)
+        await asyncio.to_thread(calls, 40)
+        now = await _served(tmp_path)
+        assert now[1] == served[1] and now[3] > served[3] and now[2] > served[2], (served, now)
+        client.close()
+    finally:
+        await proxy.stop(5)
+        for process in processes:
+            process.terminate()
+            await process.wait()
+
+
+async def _stats(proxy: Proxy) -> dict[tuple[str, str], dict[str, str]]:
+    rows = csv.DictReader(io.StringIO((await proxy.command("show stat")).lstrip("# ")))
+    return {(r["pxname"], r["svname"]): r for r in rows}
+
+
+async def _served(folder: Path) -> dict[int, float]:
+    """Each replica's inference count, from its own metrics (over its REST socket)."""
+    found = {}
+    for number in (1, 2, 3):
+        transport = httpx.AsyncHTTPTransport(uds=str(folder / f"run/replica-{number}.sock"))
+        async with httpx.AsyncClient(transport=transport) as client:
+            text = (await client.get("http://replica/metrics")).text
+        found[number] = sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("loom_inference_requests_total{")
+        )
+    return found

@@ -30,11 +30,14 @@ from loom.serving.proxy_config import (
     MAIN,
     PUBLIC,
     REST,
+    SLOT,
+    SLOTS,
     ProxyPlan,
     backend,
     flags,
     render,
     server_line,
+    slot_link,
 )
 from loom.serving.replicas import canary_generation, grpc_socket, terminate
 from loom.serving.spec import SOCKETS, DeploymentSpec
@@ -101,10 +104,14 @@ class Proxy:
             gateway_grpc_socket=GATEWAY_GRPC_SOCKET,
             queue_timeout_s=gateway.spec.queue_timeout_s,
             ready_timeout_s=gateway.spec.ready_timeout_s,
+            sockets=SOCKETS,
         )
         self.process: asyncio.subprocess.Process | None = None
-        self.servers: set[str] = set()  # "backend/server" registered and in use
-        self.doomed: set[str] = set()  # in maintenance, deleted once their connections close
+        # a replica's servers go by "backend/r<id>"; what HAProxy calls them (the same, or
+        # a gRPC slot's "backend/s<k>") is in `physical` while they are in use or doomed
+        self.servers: set[str] = set()  # "backend/r<id>" registered and in use
+        self.doomed: set[str] = set()  # in maintenance, let go once their connections close
+        self.physical: dict[str, str] = {}
         self.hashes: dict[str, str] = {}  # token hash → the index pushed for it
         self.whose: dict[str, str] = {}  # index → whose the token is
         self.flags: dict[str, str] = {}
@@ -238,41 +245,98 @@ class Proxy:
     async def _sync_servers(self) -> None:
         wanted = self._wanted()
         for name in sorted(set(wanted) - self.servers):
-            answer = await self.command(f"add server {name} {wanted[name]}")
-            if "New server registered" not in answer:
-                print(f"proxy: {name} not added: {answer.strip()}", file=sys.stderr, flush=True)
-                continue
-            await self.command(f"set server {name} state ready")
-            self.servers.add(name)
+            if await self._enable(name, *wanted[name]):
+                self.servers.add(name)
         for name in sorted(self.servers - set(wanted)):
             await self._retire(name)
-        for name in sorted(self.doomed):
-            answer = await self.command(f"del server {name}")
-            if "Server deleted" in answer:
-                self.doomed.discard(name)
+        await self._let_go()
 
-    def _wanted(self) -> dict[str, str]:
+    async def _enable(self, name: str, socket: str, protocol: str) -> bool:
+        """Send a replica's socket requests: a free gRPC slot pointed at it, else a server
+        added at run time."""
+        backend_name = name.split("/")[0]
+        per = self.gateway.spec.per_replica
+        slot = self._free_slot(backend_name) if protocol == GRPC else None
+        if slot is not None:
+            link = self._path(slot_link(SOCKETS, backend_name, slot))
+            fresh = link.with_name(link.name + ".new")
+            fresh.unlink(missing_ok=True)
+            fresh.symlink_to(os.path.relpath(self._path(socket), link.parent))
+            fresh.replace(link)  # the slot is off and has no connection: nothing sees the swap
+            physical = f"{backend_name}/{SLOT}{slot}"
+            await self.command(f"set maxconn server {physical} {per}")
+        else:
+            physical = name
+            answer = await self.command(f"add server {name} {server_line(socket, per, protocol)}")
+            if "New server registered" not in answer:
+                print(f"proxy: {name} not added: {answer.strip()}", file=sys.stderr, flush=True)
+                return False
+        await self.command(f"set server {physical} state ready")
+        self.physical[name] = physical
+        return True
+
+    def _free_slot(self, backend_name: str) -> int | None:
+        taken = {p for n, p in self.physical.items() if n.startswith(backend_name + "/")}
+        for slot in range(SLOTS):
+            if f"{backend_name}/{SLOT}{slot}" not in taken:
+                return slot
+        return None
+
+    async def _let_go(self) -> None:
+        """Forget the doomed servers whose connections have all closed: a slot is free again
+        (HAProxy closes a server's idle connections as it goes into maintenance), a server
+        added at run time is deleted."""
+        if not self.doomed:
+            return
+        connections = await self._connections()
+        for name in sorted(self.doomed):
+            physical = self.physical.get(name, name)
+            if physical != name:  # a slot
+                if connections.get(physical, 1):
+                    continue
+            elif "Server deleted" not in await self.command(f"del server {name}"):
+                continue
+            self.doomed.discard(name)
+            self.physical.pop(name, None)
+
+    async def _connections(self) -> dict[str, int]:
+        """Each gRPC slot's connections to its replica, used or idle, from `show servers
+        conn`."""
+        found = {}
+        for track in TRACKS:
+            answer = await self.command(f"show servers conn {backend(GRPC, track)}")
+            lines = [line for line in answer.splitlines() if line.strip()]
+            if not lines or not lines[0].startswith("#"):
+                continue
+            header = lines[0].lstrip("# ").split()
+            for line in lines[1:]:
+                row = dict(zip(header, line.split(), strict=False))
+                with contextlib.suppress(KeyError, ValueError):
+                    found[row["bkname/svname"]] = sum(
+                        int(row[k]) for k in ("used_cur", "safe_nb", "unsafe_nb", "idle_cur")
+                    )
+        return found
+
+    def _wanted(self) -> dict[str, tuple[str, str]]:
         """The servers HAProxy should balance over: every ready replica, on its track (none
         while the request log is on: the gateway logs bodies, so it answers every request)."""
         spec = self.gateway.spec
         if spec.request_log:
             return {}
         canary = canary_generation(spec)
-        per = spec.per_replica
         wanted = {}
         for replica in self.gateway.replicas:
             if replica.state != "ready":
                 continue
             track = CANARY if canary is not None and replica.generation == canary else MAIN
             name = f"r{replica.id}"
-            wanted[f"{backend(REST, track)}/{name}"] = server_line(replica.socket, per, REST)
+            wanted[f"{backend(REST, track)}/{name}"] = (replica.socket, REST)
             if self.plan.grpc_port is not None:
-                socket = grpc_socket(replica.socket)
-                wanted[f"{backend(GRPC, track)}/{name}"] = server_line(socket, per, GRPC)
+                wanted[f"{backend(GRPC, track)}/{name}"] = (grpc_socket(replica.socket), GRPC)
         return wanted
 
     async def _retire(self, name: str) -> None:
-        await self.command(f"set server {name} state maint")
+        await self.command(f"set server {self.physical.get(name, name)} state maint")
         self.servers.discard(name)
         self.doomed.add(name)
 
@@ -287,7 +351,7 @@ class Proxy:
             deadline = time.monotonic() + timeout_s
             while self.alive and time.monotonic() < deadline:
                 await self._read_load(servers=True)
-                if not any(self.by_server.get(name, 0) for name in mine):
+                if not any(self.by_server.get(self.physical.get(n, n), 0) for n in mine):
                     return
                 await asyncio.sleep(0.05)
 

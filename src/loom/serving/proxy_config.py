@@ -22,7 +22,11 @@ and removes the replicas (`add server`, over the admin socket) and follows HAPro
 log's sample, the response's, which the gateway passes to its monitor: watching costs the
 request path a copy into the log, never a wait.
 
-The same for V2 gRPC over HTTP/2, to each replica's own gRPC socket.
+The same for V2 gRPC over HTTP/2, to each replica's own gRPC socket, through server slots
+declared in the configuration (HAProxy 2.6 opens a new HTTP/2 connection per call to a server
+added at run time, never reusing one: a call then cost the replica 5x its CPU). A slot's
+address is a symbolic link in the socket folder, which the gateway points at a ready replica's
+gRPC socket before it turns the slot on; replicas past the slots are added at run time.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ WATCHED_RESPONSE = 16 * 1024
 INFER_PATHS = ("/infer", ":predict")
 MALFORMED = '{"error": "malformed HTTP request"}'
 MAX_REQUEST = 64 * 2**20  # bytes of body, as the gateway's own limit
+SLOTS = 16  # gRPC server slots per track (each a few hundred bytes of HAProxy's memory)
+SLOT = "s"  # a slot's server name: s0, s1, …
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class ProxyPlan:
     gateway_grpc_socket: str  # its gRPC endpoint
     queue_timeout_s: float
     ready_timeout_s: float
+    sockets: str = "run"  # the folder of the gRPC slots' links
 
 
 def backend(protocol: str, track: str) -> str:
@@ -79,7 +86,7 @@ def render(plan: ProxyPlan) -> str:
     parts.append(f"backend {GATEWAY}\n    server gateway unix@{plan.gateway_socket}\n")
     if plan.grpc_port is not None:
         parts.append(_frontend(plan, GRPC, f"{plan.host}:{plan.grpc_port} proto h2"))
-        parts += [_track(GRPC, MAIN), _track(GRPC, CANARY)]
+        parts += [_track(GRPC, MAIN, plan.sockets), _track(GRPC, CANARY, plan.sockets)]
         parts.append(
             f"backend {GATEWAY}_grpc\n    server gateway unix@{plan.gateway_grpc_socket} proto h2\n"
         )
@@ -205,13 +212,26 @@ def _watching(plan: ProxyPlan) -> list[str]:
     ]
 
 
-def _track(protocol: str, track: str) -> str:
-    """A track's backend; its servers (the replicas) come and go over the admin socket."""
-    return f"backend {backend(protocol, track)}\n    balance leastconn\n"
+def _track(protocol: str, track: str, sockets: str = "") -> str:
+    """A track's backend; its servers (the replicas) come and go over the admin socket: REST
+    servers added and deleted, gRPC slots turned on and off (and added past the slots)."""
+    name = backend(protocol, track)
+    lines = [f"backend {name}", "    balance leastconn"]
+    if protocol == GRPC:
+        lines += [
+            f"    server {SLOT}{k} {server_line(slot_link(sockets, name, k), 1, GRPC)} disabled"
+            for k in range(SLOTS)
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def slot_link(sockets: str, backend_name: str, slot: int) -> str:
+    """The address of a gRPC slot: a link the gateway points at a replica's socket."""
+    return f"{sockets}/{backend_name}-{SLOT}{slot}.sock"
 
 
 def server_line(socket: str, per_replica: int, protocol: str) -> str:
-    """The arguments of `add server` for one replica's socket."""
+    """The arguments of a server for one replica's socket (`add server`, or a slot's line)."""
     h2 = " proto h2" if protocol == GRPC else ""
     # HAProxy keeps no idle connection to a server added at run time unless told to: each
     # request then opened a connection of its own to the replica (twice the replica's CPU)
