@@ -18,6 +18,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from loom.serving import grpc_v2
+from loom.serving.accept import GreedyServer
 from loom.serving.dataplane import DataPlane
 from loom.serving.devices import DEVICES, NoDevice, describe
 from loom.serving.explainers import CaptumExplainer, ExplainError
@@ -174,7 +175,7 @@ def main() -> None:
         http=WholeResponses,
     )
     what = f"serving {name!r} version {args.version} at {where} on {on}"
-    served = _serve(uvicorn.Server(config), plane, grpc_address, handler, what)
+    served = _serve(GreedyServer(config), plane, grpc_address, handler, what)
     try:
         import uvloop
     except ImportError:

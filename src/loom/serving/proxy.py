@@ -254,7 +254,7 @@ class Proxy:
     async def _enable(self, name: str, socket: str, protocol: str) -> bool:
         """Send a replica's socket requests: a free gRPC slot pointed at it, else a server
         added at run time."""
-        backend_name = name.split("/")[0]
+        backend_name = name.split("/", maxsplit=1)[0]
         per = self.gateway.spec.per_replica
         slot = self._free_slot(backend_name) if protocol == GRPC else None
         if slot is not None:
