@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import errno
 import socket
+import ssl
 import sys
 from collections.abc import Callable
 
@@ -29,6 +30,7 @@ class Listener:
 
     def __init__(self, host: str, port: int, backlog: int) -> None:
         self.backlog = backlog
+        self.tls: ssl.SSLContext | None = None
         self.sockets: list[socket.socket] = []
         infos = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -47,7 +49,15 @@ class Listener:
             self.close()
             raise
 
-    def start(self, protocol: Callable[[], asyncio.Protocol]) -> None:
+    @property
+    def port(self) -> int:
+        return int(self.sockets[0].getsockname()[1])
+
+    def start(
+        self, protocol: Callable[[], asyncio.Protocol], tls: ssl.SSLContext | None = None
+    ) -> None:
+        """Take up connections with `protocol()` (each over TLS, with `tls`)."""
+        self.tls = tls
         loop = asyncio.get_running_loop()
         for sock in self.sockets:
             loop.add_reader(sock.fileno(), self._accept, loop, sock, protocol)
@@ -72,7 +82,7 @@ class Listener:
                 return
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            loop.create_task(self._connect(loop, conn, protocol))
+            loop.create_task(self._connect(loop, conn, protocol, self.tls))
 
     def _resume(
         self,
@@ -88,10 +98,11 @@ class Listener:
         loop: asyncio.AbstractEventLoop,
         conn: socket.socket,
         protocol: Callable[[], asyncio.Protocol],
+        tls: ssl.SSLContext | None,
     ) -> None:
         try:
-            await loop.connect_accepted_socket(protocol, conn)
-        except OSError:  # the caller went away before its connection was taken up
+            await loop.connect_accepted_socket(protocol, conn, ssl=tls)
+        except (OSError, ssl.SSLError):  # gone before it was taken up, or a failed handshake
             conn.close()
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from loom.serving import gateway_grpc
+from loom.serving.accept import Listener
 from loom.serving.gateway_tls import certificate
 from loom.serving.proxy import (
     GATEWAY_GRPC_SOCKET,
@@ -24,7 +25,8 @@ from loom.serving.replicas import free_port
 if TYPE_CHECKING:
     from loom.serving.gateway import Gateway
 
-Endpoints = tuple[asyncio.Server, grpc.aio.Server | None]
+Endpoints = tuple[asyncio.Server | Listener, grpc.aio.Server | None]
+LIMIT = 2**20  # bytes a request's line and headers may take
 
 
 async def endpoints(gateway: Gateway) -> Endpoints:
@@ -39,10 +41,14 @@ async def endpoints(gateway: Gateway) -> Endpoints:
             print(why, file=sys.stderr, flush=True)
     gateway.unproxied = why
     spec = gateway.spec = replace(gateway.spec, proxy="")
-    server = await asyncio.start_server(
-        gateway.handle, spec.host, spec.port, reuse_address=True, limit=2**20, ssl=gateway.tls
-    )
-    gateway.port = int(server.sockets[0].getsockname()[1])
+    # its own listener: every caller waiting is taken up at once (see loom.serving.accept)
+    server = Listener(spec.host, spec.port, backlog=1024)
+
+    def protocol() -> asyncio.Protocol:
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=LIMIT), gateway.handle)
+
+    server.start(protocol, gateway.tls)
+    gateway.port = server.port
     grpc_server = None
     if spec.grpc_port is not None:
         grpc_server, gateway.grpc_port = gateway_grpc.serve(gateway, certificate(spec))
@@ -54,7 +60,7 @@ async def behind_proxy(gateway: Gateway) -> Endpoints:
     spec = gateway.spec
     port = spec.port or free_port(spec.host)
     grpc_port = (spec.grpc_port or free_port(spec.host)) if spec.grpc_port is not None else None
-    server = await asyncio.start_unix_server(gateway.handle, GATEWAY_SOCKET, limit=2**20)
+    server = await asyncio.start_unix_server(gateway.handle, GATEWAY_SOCKET, limit=LIMIT)
     grpc_server = None
     if grpc_port is not None:
         address = f"unix:{GATEWAY_GRPC_SOCKET}"
