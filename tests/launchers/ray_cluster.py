@@ -86,10 +86,28 @@ class RayCluster:
         self.wait_nodes(2)
 
     def alive_nodes(self) -> int:
-        script = (
+        said = self._ask(
             f"import ray; ray.init(address={self.address!r}, log_to_driver=False);"
-            "print('alive', sum(1 for n in ray.nodes() if n['Alive']))"
+            "print('alive', sum(1 for n in ray.nodes() if n['Alive']))",
+            "alive",
         )
+        return int(said[0]) if said else -1
+
+    def named_actors(self, namespace: str = "loom") -> list[str]:
+        """The live named actors of a namespace (the platform's: `loom`)."""
+        said = self._ask(
+            f"import ray; ray.init(address={self.address!r}, namespace={namespace!r}, "
+            "log_to_driver=False); from ray.util import list_named_actors;"
+            "print('named', *list_named_actors())",
+            "named",
+        )
+        if said is None:
+            raise RuntimeError("could not list the cluster's named actors")
+        return said
+
+    def _ask(self, script: str, tag: str) -> list[str] | None:
+        """What a driver of the cluster printed after `tag` on its last such line (None if
+        it failed or printed none)."""
         out = subprocess.run(
             [sys.executable, "-c", script],
             capture_output=True,
@@ -98,8 +116,8 @@ class RayCluster:
             timeout=60,
             check=False,
         )
-        said = [line for line in out.stdout.splitlines() if line.startswith("alive ")]
-        return int(said[-1].split()[1]) if out.returncode == 0 and said else -1
+        said = [line.split()[1:] for line in out.stdout.splitlines() if line.split()[:1] == [tag]]
+        return said[-1] if out.returncode == 0 and said else None
 
     def wait_nodes(self, count: int, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

@@ -101,6 +101,30 @@ def test_a_learner_cannot_run_tasks_on_the_cluster(platform: Server, cluster: Ra
     assert isolation["confined"] and not isolation["single_user"], said
 
 
+def test_cpu_learners_are_started_by_each_nodes_agent(
+    platform: Server, cluster: RayCluster
+) -> None:
+    """A gang without GPUs is started by one long-lived agent per node (no actor, so no Ray
+    worker process, per learner): while two jobs' learners run on both nodes, the only named
+    actors are the nodes' agents, one per node, and they are the same for the second job."""
+    import loom
+
+    text = manifest(
+        "python wait.py", learners=2, cpus=1, framework_options="{placement: strict_spread}"
+    )
+    script = "import time\nprint('up', flush=True)\ntime.sleep(4)\n"
+    seen = []
+    with platform.client() as client:
+        for _ in range(2):
+            job_id = client.submit(text, make_zip({"wait.py": script}))
+            eventually(lambda j=job_id: len(lines_of(client, j)) == 2, timeout=60)
+            seen.append(sorted(cluster.named_actors()))
+            assert wait_for_state(client, job_id, FINAL, timeout=60)["state"] == "COMPLETED"
+    agents = [n for n in seen[0] if n.startswith(f"loom-agent-{loom.__version__}-")]
+    assert len(agents) == 2 and seen[0] == agents, seen
+    assert seen[1] == seen[0], seen
+
+
 def test_a_learner_sees_the_gpu_ray_gave_it(platform: Server) -> None:
     """Each learner's CUDA_VISIBLE_DEVICES is the GPU Ray gave its actor on its node (the
     nodes' one GPU is each node's device 0), not a number counted over the cluster."""

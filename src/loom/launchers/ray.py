@@ -1,5 +1,7 @@
-"""The Ray launcher: each attempt's gang is one placement group on a Ray cluster, each learner a
-detached actor (`ray_node.LearnerHost`) that runs the learner's wrapper on the node Ray chose.
+"""The Ray launcher: each attempt's gang is one placement group on a Ray cluster; its learners'
+wrappers are started on the nodes Ray chose for its bundles by each node's long-lived agent
+(`ray_node.NodeAgent`, made by the first learner placed there), or, for a learner given GPUs,
+by a detached actor of its own in its bundle (`ray_node.LearnerHost`).
 
 Loom stays the one queue: the capacity it schedules against is the cluster's. Nothing moves
 through a shared folder: a learner's spec is moved under its node's scratch disk, and its code,
@@ -18,7 +20,7 @@ from loom.domain.learner_env import MPI, Gang, hostfile
 from loom.domain.resources import Resources
 from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness, handle_parts, translated
 from loom.launchers.confinement import SandboxPolicy
-from loom.launchers.ray_node import LearnerHost, gang_env
+from loom.launchers.ray_node import AGENT, LearnerHost, NodeAgent, agent_name, gang_env
 
 log = logging.getLogger("loom.launchers.ray")
 
@@ -29,6 +31,7 @@ STRATEGIES = {
     "strict_spread": "STRICT_SPREAD",
 }
 CALL_TIMEOUT_S = 10.0
+AGENT_CONCURRENCY = 16  # calls an agent takes at once (a release waits on its learner)
 
 
 def _names(handle: str) -> tuple[str, str, str]:
@@ -75,6 +78,8 @@ class RayLauncher:
         self.sandbox = sandbox or SandboxPolicy()
         self.place_timeout_s = place_timeout_s
         self._host = ray.remote(LearnerHost)
+        self._agent_class = ray.remote(NodeAgent)
+        self._agents: dict[str, Any] = {}  # handle → the agent running it, once known
         self._nodes: dict[str, str] = {}  # handle → the node's address, once known
         self._releasing: dict[str, threading.Thread] = {}  # job → its last release
         self._lock = threading.Lock()
@@ -152,10 +157,18 @@ class RayLauncher:
         _, group_name, job = _names(learners[0].handle)
         self._wait_released(job)
         group = self._place(group_name, learners)
-        hosts = [
-            self._start_host(_names(learner.handle)[0], group, i, learner)
-            for i, learner in enumerate(learners)
-        ]
+        if any(_bundle(learner.spec).get("GPU") for learner in learners):
+            hosts = [
+                self._start_host(_names(learner.handle)[0], group, i, learner)
+                for i, learner in enumerate(learners)
+            ]
+            agents = [False] * len(learners)
+        else:  # each node's agent starts them: no worker process to wait for
+            nodes = self._bundle_nodes(group, len(learners))
+            hosts = [self._agent_on(node) for node in nodes]
+            agents = [True] * len(learners)
+            for learner, agent in zip(learners, hosts, strict=True):
+                self._agents[learner.handle] = agent
         with translated("Ray", "reach the learners' nodes"):
             where = self._ray.get(
                 [host.where.remote(2 if i == 0 else 1) for i, host in enumerate(hosts)],
@@ -175,13 +188,42 @@ class RayLauncher:
                 "env": {**learner.spec["env"], **gang_env(learner.spec, gang, rank)},
             }
             self._nodes[learner.handle] = f"{gang.hosts[rank]} ({where[rank][2]})"
-            started.append(
-                host.start.remote(
-                    spec, learner.token, learner.secrets, hostfile(gang) if mpi else None
-                )
-            )
+            args = (spec, learner.token, learner.secrets, hostfile(gang) if mpi else None)
+            by_agent = (learner.handle,) if agents[rank] else ()
+            started.append(host.start.remote(*by_agent, *args))
         with translated("Ray", "start the learners"):
             self._ray.get(started, timeout=self.place_timeout_s)
+
+    def _bundle_nodes(self, group: Any, count: int) -> list[str]:
+        """The node each of the group's bundles was placed on, in the bundles' order."""
+        from ray.util import placement_group_table
+
+        with translated("Ray", "read where the gang was placed"):
+            placed = placement_group_table(group).get("bundles_to_node_id", {})
+        nodes = [str(placed.get(i) or placed.get(str(i)) or "") for i in range(count)]
+        if not all(nodes):
+            raise LaunchError(f"Ray placed the gang but did not say on which nodes: {placed}")
+        return nodes
+
+    def _agent_on(self, node_id: str) -> Any:
+        """The node's agent: found by its name, else started there (once per node)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        name = agent_name(node_id)
+        with translated("Ray", f"reach the agent of node {node_id[:12]}"):
+            try:
+                return self._ray.get_actor(name)
+            except ValueError:
+                pass
+            return self._agent_class.options(
+                name=name,
+                lifetime="detached",
+                get_if_exists=True,
+                max_restarts=0,
+                num_cpus=0,
+                max_concurrency=AGENT_CONCURRENCY,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote(self.sandbox)
 
     def _place(self, name: str, learners: list[LearnerLaunch]) -> Any:
         from ray.util.placement_group import placement_group, remove_placement_group
@@ -231,6 +273,38 @@ class RayLauncher:
         except ValueError:
             return None
 
+    def _agent(self, handle: str) -> Any | None:
+        """The agent running a learner: known since its launch, else (a platform started
+        again) the one of the live nodes' agents that has it."""
+        found = self._agents.get(handle)
+        if found is not None:
+            return found
+        from ray.util import list_named_actors
+
+        try:
+            names = [n for n in list_named_actors() if n.startswith(AGENT + "-")]
+        except Exception:  # the cluster is unreachable now: asked again next tick
+            return None
+        for name in names:
+            try:
+                agent = self._ray.get_actor(name)
+                if self._ray.get(agent.has.remote(handle), timeout=CALL_TIMEOUT_S):
+                    self._agents[handle] = agent
+                    return agent
+            except Exception:  # an agent lost with its node
+                continue
+        return None
+
+    def _host_of(self, handle: str) -> tuple[Any, tuple[str, ...]] | None:
+        """Who runs a learner, and what its calls start with (an agent: the handle)."""
+        if handle in self._agents:
+            return self._agents[handle], (handle,)
+        actor = self._actor(handle)  # a learner with GPUs: its own actor
+        if actor is not None:
+            return actor, ()
+        agent = self._agent(handle)
+        return (agent, (handle,)) if agent is not None else None
+
     def _group_exists(self, handle: str) -> bool:
         from ray.util.placement_group import get_placement_group
 
@@ -241,48 +315,58 @@ class RayLauncher:
         return True
 
     def status(self, handle: str) -> LearnerStatus:
-        actor = self._actor(handle)
-        if actor is None:
-            # Launched (its group exists), but its actor is gone: lost with its node.
+        host = self._host_of(handle)
+        if host is None:
+            # Launched (its group exists), but who ran it is gone: lost with its node.
             if self._group_exists(handle):
                 return LearnerStatus(Liveness.LOST, None, self._lost(handle))
             return LearnerStatus(Liveness.NOT_STARTED)
+        actor, first = host
         try:
-            found = self._ray.get(actor.status.remote(), timeout=CALL_TIMEOUT_S)
+            found = self._ray.get(actor.status.remote(*first), timeout=CALL_TIMEOUT_S)
         except self._ray.exceptions.GetTimeoutError:
             return LearnerStatus(Liveness.RUNNING)  # busy or slow; asked again soon
         except self._ray.exceptions.ActorUnavailableError:
             return LearnerStatus(Liveness.RUNNING)  # reconnecting; Ray says when it is dead
         except self._ray.exceptions.RayActorError:
+            self._agents.pop(handle, None)
             return LearnerStatus(Liveness.LOST, None, self._lost(handle))
         self._nodes[handle] = str(found.get("node") or self._nodes.get(handle, "?"))
-        return LearnerStatus(Liveness(found["liveness"]), found.get("report"))
+        liveness = Liveness(found["liveness"])
+        if first and liveness == Liveness.NOT_STARTED and self._group_exists(handle):
+            # its node's agent does not know it: a new agent, the old one gone with the
+            # learners it ran
+            return LearnerStatus(Liveness.LOST, None, self._lost(handle))
+        return LearnerStatus(liveness, found.get("report"))
 
     def _lost(self, handle: str) -> str:
         node = self._nodes.get(handle)
         return f"was lost with its Ray node {node}" if node else "was lost with its Ray node"
 
     def terminate(self, handle: str, grace_s: float) -> None:
-        actor = self._actor(handle)
-        if actor is None:
+        host = self._host_of(handle)
+        if host is None:
             return
+        actor, first = host
         try:
-            self._ray.get(actor.terminate.remote(grace_s), timeout=CALL_TIMEOUT_S)
+            self._ray.get(actor.terminate.remote(*first, grace_s), timeout=CALL_TIMEOUT_S)
         except Exception:  # its node is gone: so is the learner
             log.debug("terminating %s: its actor did not answer", handle)
 
     def spooled_lines(self, handle: str) -> list[dict[str, Any]]:
-        actor = self._actor(handle)
-        if actor is None:
+        host = self._host_of(handle)
+        if host is None:
             return []
+        actor, first = host
         try:
-            return list(self._ray.get(actor.spooled.remote(), timeout=CALL_TIMEOUT_S))
+            return list(self._ray.get(actor.spooled.remote(*first), timeout=CALL_TIMEOUT_S))
         except Exception:  # lost with its node: what it spooled went with it
             return []
 
     def release(self, handles: list[str]) -> None:
-        """In the background: each actor cleans its node's folder and ends, then the group
-        goes. A new attempt of the same job waits for this first (`_wait_released`)."""
+        """In the background: each learner's node folder is cleaned (its own actor then
+        ended; an agent stays), then the group goes. A new attempt of the same job waits for
+        this first (`_wait_released`)."""
         if not handles:
             return
         _, group, job = _names(handles[0])
@@ -303,18 +387,22 @@ class RayLauncher:
         from ray.util.placement_group import get_placement_group, remove_placement_group
 
         for handle in handles:
-            actor = self._actor(handle)
-            if actor is None:
+            host = self._host_of(handle)
+            self._agents.pop(handle, None)
+            self._nodes.pop(handle, None)
+            if host is None:
                 continue
+            actor, first = host
             try:
-                self._ray.get(actor.release.remote(10.0), timeout=30.0)
+                self._ray.get(actor.release.remote(*first, 10.0), timeout=30.0)
             except Exception:
                 log.debug("releasing %s: its actor did not answer", handle)
+            if first:
+                continue  # the node's agent stays for its next learners
             try:
                 self._ray.kill(actor)
             except Exception:
                 log.debug("releasing %s: its actor is gone already", handle)
-            self._nodes.pop(handle, None)
         try:
             remove_placement_group(get_placement_group(group))
         except Exception:

@@ -1,8 +1,12 @@
-"""What runs on a Ray node for one learner: an actor that holds the learner's share of the
-placement group and starts, watches and stops its wrapper there.
+"""What runs on a Ray node for the learners placed there: `NodeAgent`, one long-lived actor per
+node that starts, watches and stops every CPU learner's wrapper there while the learner's
+placement group holds its share (no Ray worker process to start per learner: that was most of
+a learner's wait), and `LearnerHost`, an actor per learner given GPUs, which holds its share
+itself (Ray tells an actor, not a group's bundle, which GPUs it got).
 
-The actor is detached (it outlives the platform's process, as a local learner does) and named
-after the learner, so a restarted platform finds it again. The wrapper is the same one the local
+Both are detached (they outlive the platform's process, as a local learner does) and named (the
+agent after its node and Loom's version, a learner's host after the learner), so a restarted
+platform finds them again. The wrapper is the same one the local
 launcher runs, started by a local launcher on the node, confined by the node's sandbox, with
 every folder moved under the node's own scratch disk (`LOOM_NODE_SCRATCH_DIR`, default
 `<tmp>/loom-node`): the code, checkpoints and results move through the platform's API.
@@ -14,10 +18,12 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import loom
 from loom.domain.learner_env import Gang, framework_env
 from loom.launchers.base import LearnerLaunch, Liveness
 from loom.launchers.confinement import SandboxPolicy
@@ -25,6 +31,11 @@ from loom.launchers.local import LocalLauncher
 from loom.learner.relocate import relocate
 
 SCRATCH_ENV = "LOOM_NODE_SCRATCH_DIR"
+AGENT = "loom-agent"  # the agents' names: loom-agent-<version>-<node id>
+
+
+def agent_name(node_id: str) -> str:
+    return f"{AGENT}-{loom.__version__}-{node_id[:12]}"
 
 
 def node_scratch() -> Path:
@@ -101,30 +112,18 @@ class LearnerHost:
         """Start the learner's wrapper on this node; the folder it runs in."""
         import ray
 
-        moved = relocate(spec, self.scratch)
         gpus = [str(int(g)) for g in ray.get_gpu_ids()]  # what Ray gave this actor
-        moved["env"]["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-        moved["env"]["GPU_COUNT"] = str(len(gpus))
-        self.folder = Path(moved["status_file"]).parent
-        self.job_root = self.scratch / "jobs" / str(spec["job_id"])
-        if hostfile_text is not None:
-            target = Path(moved["dirs"]["JOB_STATE_DIR"]) / "hostfile"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(hostfile_text)
-            target.chmod(0o644)
-        policy = self.sandbox
-        if policy.bwrap is not None and shutil.which(policy.bwrap) is None:
-            raise RuntimeError(f"this node cannot sandbox learners: no {policy.bwrap}")
-        self._launcher = LocalLauncher(cpus=1, memory="1GiB", gpus=0, sandbox=policy, tied=True)
-        self._launcher.launch([LearnerLaunch(str(self.folder), moved, token, secrets)])
+        self._launcher = LocalLauncher(
+            cpus=1, memory="1GiB", gpus=0, sandbox=self.sandbox, tied=True
+        )
+        self.folder, self.job_root = _start(
+            self._launcher, self.scratch, spec, token, secrets, hostfile_text, gpus
+        )
         return str(self.folder)
 
     def status(self) -> dict[str, Any]:
         """Where the wrapper is: its liveness, its last status, and this node's address."""
-        if self._launcher is None or self.folder is None:
-            return {"liveness": Liveness.NOT_STARTED.value, "report": None, "node": self.node}
-        found = self._launcher.status(str(self.folder))
-        return {"liveness": found.liveness.value, "report": found.report, "node": self.node}
+        return _status(self._launcher, self.folder, self.node)
 
     def spooled(self) -> list[dict[str, Any]]:
         if self._launcher is None or self.folder is None:
@@ -139,15 +138,121 @@ class LearnerHost:
         """The attempt has ended: wait (briefly) for the wrapper to be gone, then remove the
         job's folders from this node's disk (what mattered went through the API). The
         launcher then ends this actor, which frees its share of the group."""
-        deadline = time.monotonic() + wait_s
-        while self._launcher is not None and self.folder is not None:
-            if self._launcher.status(str(self.folder)).liveness != Liveness.RUNNING:
-                break
-            if time.monotonic() > deadline:
-                self._launcher.terminate(str(self.folder), 0.0)
-                break
-            time.sleep(0.2)
         if self._launcher is not None and self.folder is not None:
-            self._launcher.release([str(self.folder)])  # the learner's network namespace
-        if self.folder is not None and self.job_root is not None:
-            shutil.rmtree(self.job_root, ignore_errors=True)
+            _release(self._launcher, self.folder, self.job_root, wait_s, threading.Lock())
+
+
+class NodeAgent:
+    """Every CPU learner on this node, by handle (a Ray actor with no resources of its own,
+    one per node, its methods called from several threads: `_lock` keeps its launcher's
+    state whole)."""
+
+    def __init__(self, sandbox: SandboxPolicy) -> None:
+        self.scratch = node_scratch()
+        self.address, self.node_id = node_address(), _node_id()
+        self.node = f"{self.address} ({self.node_id})"
+        self._launcher = LocalLauncher(cpus=1, memory="1GiB", gpus=0, sandbox=sandbox, tied=True)
+        self._learners: dict[str, tuple[Path, Path]] = {}  # handle → its folder, job's root
+        self._lock = threading.Lock()
+
+    def where(self, ports: int) -> tuple[str, list[int], str]:
+        return self.address, free_ports(ports), self.node_id
+
+    def has(self, handle: str) -> bool:
+        return handle in self._learners
+
+    def start(
+        self,
+        handle: str,
+        spec: dict[str, Any],
+        token: str,
+        secrets: dict[str, dict[str, str]],
+        hostfile_text: str | None = None,
+    ) -> str:
+        with self._lock:
+            folder, root = _start(
+                self._launcher, self.scratch, spec, token, secrets, hostfile_text, []
+            )
+            self._learners[handle] = (folder, root)
+        return str(folder)
+
+    def status(self, handle: str) -> dict[str, Any]:
+        found = self._learners.get(handle)
+        with self._lock:
+            if found is None:
+                return _status(None, None, self.node)
+            return _status(self._launcher, found[0], self.node)
+
+    def spooled(self, handle: str) -> list[dict[str, Any]]:
+        found = self._learners.get(handle)
+        if found is None:
+            return []
+        with self._lock:
+            return self._launcher.spooled_lines(str(found[0]))
+
+    def terminate(self, handle: str, grace_s: float) -> None:
+        found = self._learners.get(handle)
+        if found is not None:
+            with self._lock:
+                self._launcher.terminate(str(found[0]), grace_s)
+
+    def release(self, handle: str, wait_s: float) -> None:
+        """As `LearnerHost.release`; the agent stays for the node's next learners."""
+        found = self._learners.get(handle)
+        if found is not None:
+            _release(self._launcher, found[0], found[1], wait_s, self._lock)
+            self._learners.pop(handle, None)
+
+
+def _start(
+    launcher: LocalLauncher,
+    scratch: Path,
+    spec: dict[str, Any],
+    token: str,
+    secrets: dict[str, dict[str, str]],
+    hostfile_text: str | None,
+    gpus: list[str],
+) -> tuple[Path, Path]:
+    """Start one learner's wrapper on this node; its folder and its job's root there."""
+    moved = relocate(spec, scratch)
+    moved["env"]["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    moved["env"]["GPU_COUNT"] = str(len(gpus))
+    folder = Path(moved["status_file"]).parent
+    if hostfile_text is not None:
+        target = Path(moved["dirs"]["JOB_STATE_DIR"]) / "hostfile"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(hostfile_text)
+        target.chmod(0o644)
+    policy = launcher.sandbox
+    if policy.bwrap is not None and shutil.which(policy.bwrap) is None:
+        raise RuntimeError(f"this node cannot sandbox learners: no {policy.bwrap}")
+    launcher.launch([LearnerLaunch(str(folder), moved, token, secrets)])
+    return folder, scratch / "jobs" / str(spec["job_id"])
+
+
+def _status(launcher: LocalLauncher | None, folder: Path | None, node: str) -> dict[str, Any]:
+    if launcher is None or folder is None:
+        return {"liveness": Liveness.NOT_STARTED.value, "report": None, "node": node}
+    found = launcher.status(str(folder))
+    return {"liveness": found.liveness.value, "report": found.report, "node": node}
+
+
+def _release(
+    launcher: LocalLauncher, folder: Path, job_root: Path | None, wait_s: float, lock: Any
+) -> None:
+    """Wait (at most `wait_s`) for the wrapper to be gone, then remove the learner's network
+    namespace and the job's folders from this node's disk."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with lock:
+            running = launcher.status(str(folder)).liveness == Liveness.RUNNING
+            if running and time.monotonic() > deadline:
+                launcher.terminate(str(folder), 0.0)
+                running = False
+        if not running:
+            break
+        time.sleep(0.2)
+    with lock:
+        launcher.release([str(folder)])  # the learner's network namespace
+    if job_root is not None:
+        shutil.rmtree(job_root, ignore_errors=True)
