@@ -125,6 +125,12 @@ class Settings(BaseSettings):
         "replicas, steered by each deployment's gateway; used where it is installed) or off "
         "(the gateway answers every request itself)",
     )
+    serving_proxy_cpus: Numbers | None = Field(
+        default=None,
+        description="the CPUs (numbers, e.g. 1 or 2,3) the deployments' HAProxy runs on, away "
+        "from the replicas' (on a core of its own, a deployment answers as fast as its replica; "
+        "sharing one with it, the proxy's work per request slows both); default: any CPU",
+    )
     serving_gpus: Numbers | None = Field(
         default=None,
         description="the GPUs (numbers, e.g. 0,1) deployments' replicas may be pinned to; "

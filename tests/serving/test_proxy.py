@@ -110,7 +110,9 @@ class Setup:
 
 
 @contextlib.asynccontextmanager
-async def proxied(tmp_path: Path, monitoring: dict[str, Any] | None = None) -> AsyncIterator[Setup]:
+async def proxied(
+    tmp_path: Path, monitoring: dict[str, Any] | None = None, **changes: Any
+) -> AsyncIterator[Setup]:
     """A gateway object (not running its loop) steering a real HAProxy in front of three echo
     replicas (two of the main version, one canary) and an echo standing for its own endpoint."""
     run = tmp_path / "run"
@@ -119,6 +121,7 @@ async def proxied(tmp_path: Path, monitoring: dict[str, Any] | None = None) -> A
         name="echo", model_dir=str(tmp_path / "v1"), model_version="1", port=free_port(),
         canary_model_dir=str(tmp_path / "v2"), canary_version="2", canary_percent=25.0,
         max_inflight_per_replica=1, max_queue=2, proxy="haproxy", monitoring=monitoring,
+        **changes,
     )  # fmt: skip
     write_private(tmp_path / ACCESS, render(False, {hash_token(TOKEN): "token"}))
     gateway = Gateway(tmp_path, spec)
@@ -200,6 +203,24 @@ async def _the_canary_takes_its_share_and_balancing_uses_both_replicas(tmp_path:
         rows = csv.DictReader(io.StringIO(stats.lstrip("# ")))
         main = next(r for r in rows if r["pxname"] == "main" and r["svname"] == "BACKEND")
         assert int(main["reuse"]) > int(main["connect"]), main
+
+
+@needs_haproxy
+def test_haproxy_runs_on_the_cpus_it_is_given(tmp_path: Path) -> None:
+    """`LOOM_SERVING_PROXY_CPUS` (the spec's `proxy_cpus`): HAProxy runs on those CPUs, away
+    from the replicas', whatever the gateway's own; a CPU the machine lacks is ignored."""
+    import os
+
+    last = (os.cpu_count() or 1) - 1
+
+    async def placed() -> set[int]:
+        async with proxied(tmp_path / "a", proxy_cpus=[last, 4096]) as setup:
+            process = setup.proxy.process
+            assert process is not None
+            return os.sched_getaffinity(process.pid)
+
+    (tmp_path / "a").mkdir()
+    assert asyncio.run(placed()) == {last}
 
 
 @needs_haproxy

@@ -268,6 +268,7 @@ def build_platform(settings: Settings, launcher: Launcher | None = None) -> Plat
         detector=detector_environment(settings),
         sources=sources_of(settings),
         proxy=settings.serving_proxy,
+        proxy_cpus=settings.serving_proxy_cpus,
     )
     server_id = settings.server_id or f"{socket.gethostname()}:{settings.port}"
     leadership = Leadership(

@@ -85,9 +85,11 @@ class Deployments:
         sources: Sources | None = None,
         detector: DetectorRuntime | None = None,
         proxy: str = "",
+        proxy_cpus: list[int] | None = None,
     ) -> None:
         self.db = db
         self.proxy = "" if proxy == "off" else proxy  # the data path gateways put in front
+        self.proxy_cpus = list(proxy_cpus or [])  # where it runs; none: any CPU
         self.sources = sources or Sources(root=home / "environments")
         self.detector = detector or DetectorRuntime()  # how gateways run drift detectors
         self.drift = DriftHistory(db)
@@ -427,6 +429,7 @@ class Deployments:
             graph=row.graph,
             graph_members=graph_members(self, row),
             proxy=self.proxy,
+            proxy_cpus=list(self.proxy_cpus),
             **columns_of(row),
         )
 
@@ -634,5 +637,5 @@ def _platform_part(spec: DeploymentSpec) -> tuple[object, ...]:
     """What of a gateway's spec the platform's settings decide, rather than the deployment."""
     return (
         spec.host, spec.grpc_port, spec.certfile, spec.keyfile, spec.sandbox, spec.gpu_ids,
-        spec.proxy,
+        spec.proxy, spec.proxy_cpus,
     )  # fmt: skip

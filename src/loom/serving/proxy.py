@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -145,7 +146,7 @@ class Proxy:
             self.process = await asyncio.create_subprocess_exec(
                 HAPROXY, "-f", CONFIG, "-db",
                 stdin=asyncio.subprocess.DEVNULL, stdout=write,
-                cwd=self.gateway.folder, preexec_fn=_die_with_parent,
+                cwd=self.gateway.folder, preexec_fn=_placed(self.gateway.spec.proxy_cpus),
             )  # fmt: skip
         except OSError as exc:
             raise ProxyFailed(f"haproxy did not start: {exc.strerror}") from exc
@@ -455,6 +456,16 @@ def _map_text(entries: dict[str, str]) -> bytes:
     return "".join(f"{key} {value}\n" for key, value in entries.items()).encode()
 
 
-def _die_with_parent() -> None:
-    """HAProxy ends with the gateway that started it, even killed: it holds the port."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+def _placed(cpus: list[int]) -> Callable[[], None]:
+    """What HAProxy's process does before it runs: end with the gateway that started it, even
+    killed (it holds the port), and run on `cpus` (of those this machine lets it have), if
+    given: a core of its own, away from the replicas', keeps its work off theirs."""
+    wanted = {cpu for cpu in cpus if cpu < (os.cpu_count() or 1)}
+
+    def prepare() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if wanted:
+            with contextlib.suppress(OSError):  # none of them is this process's to use
+                os.sched_setaffinity(0, wanted)
+
+    return prepare

@@ -78,6 +78,7 @@ class DeploymentSpec:
     # the data path: "haproxy" (a compiled proxy in front of the replicas, steered by the
     # gateway; `proxy.unproxied` says when the gateway keeps serving itself) or "" (the gateway)
     proxy: str = ""
+    proxy_cpus: list[int] = field(default_factory=list)  # the CPUs it runs on; none: any
 
     @property
     def per_replica(self) -> int:
