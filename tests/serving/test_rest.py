@@ -7,11 +7,12 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator
 from pathlib import Path
 
 import httpx
 import numpy as np
+import orjson
 import pytest
 
 from tests.conftest import free_port
@@ -314,10 +315,23 @@ def test_dynamic_batching_answers_each_request_its_own_rows(models: Path) -> Non
                             "data": x.reshape(-1).tolist()}]}  # fmt: skip
 
     async def send_all(url: str) -> list[list[float]]:
-        async with httpx.AsyncClient() as client:
-            answers = await asyncio.gather(
-                *(client.post(f"{url}/v2/models/digits/infer", json=body(x)) for x in images)
-            )
+        # Each body comes in two parts, a moment apart: every request is under way (begun,
+        # its body awaited) before any can run, whenever the server happens to read them.
+        # A burst read whole in one turn runs request by request on the loop, unbatched.
+        begun = asyncio.Event()
+
+        async def parts(x: np.ndarray) -> AsyncIterator[bytes]:
+            whole = orjson.dumps(body(x))
+            yield whole[:10]
+            await begun.wait()
+            yield whole[10:]
+
+        async with httpx.AsyncClient(timeout=60) as client:
+            address = f"{url}/v2/models/digits/infer"
+            sent = [asyncio.ensure_future(client.post(address, content=parts(x))) for x in images]
+            await asyncio.sleep(0.5)
+            begun.set()
+            answers = await asyncio.gather(*sent)
         return [a.json()["outputs"][0]["data"] for a in answers]
 
     try:
