@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -132,8 +132,11 @@ def slow_model(path: Path) -> None:
     save(model, str(path))
 
 
-def burst(url: str, count: int = 16) -> list[httpx.Response]:
-    """Once the slow model at `url` is ready: `count` requests for it at once, their answers."""
+def burst(url: str, count: int = 16, in_parts: bool = False) -> list[httpx.Response]:
+    """Once the slow model at `url` is ready: `count` requests for it at once, their answers.
+    `in_parts`: each body comes in two parts, the second once every request has been sent its
+    first (so every request is under way, in the server's line or refused, before any runs,
+    however the server happened to read them)."""
     import asyncio
 
     deadline = time.monotonic() + 60
@@ -151,9 +154,24 @@ def burst(url: str, count: int = 16) -> list[httpx.Response]:
     headers = {"content-type": "application/json"}
 
     async def together() -> list[httpx.Response]:
+        begun = asyncio.Event()
+
+        async def parts() -> AsyncIterator[bytes]:
+            yield content[:10]
+            await begun.wait()
+            yield content[10:]
+
         async with httpx.AsyncClient(timeout=60) as client:
             infer = f"{url}/v2/models/slow/infer"
-            sends = (client.post(infer, content=content, headers=headers) for _ in range(count))
+            sends = [
+                asyncio.ensure_future(
+                    client.post(infer, content=parts() if in_parts else content, headers=headers)
+                )
+                for _ in range(count)
+            ]
+            if in_parts:
+                await asyncio.sleep(0.5)
+                begun.set()
             return await asyncio.gather(*sends)
 
     return asyncio.run(together())
@@ -216,7 +234,7 @@ def test_a_bare_server_serves_in_turn_and_refuses_past_its_line(tmp_path: Path) 
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        answers = burst(f"http://127.0.0.1:{port}")
+        answers = burst(f"http://127.0.0.1:{port}", in_parts=True)
     finally:
         server.terminate()
         _, err = server.communicate(timeout=30)
