@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-import grpc
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from loom.serving import grpc_v2
+from loom.serving import grpc_v2, grpc_wire
 from loom.serving.accept import GreedyServer
 from loom.serving.dataplane import DataPlane
 from loom.serving.devices import DEVICES, NoDevice, describe
@@ -210,14 +209,11 @@ async def _serve(
             raise SystemExit(f"cannot serve {handler.name!r}: {exc}") from None
         plane.add_handler(handler)
     print(what, flush=True)
-    server: grpc.aio.Server | None = None
+    server: grpc_wire.Server | None = None
     if grpc_address is not None:
-        server = grpc_v2.server()
-        server.add_generic_rpc_handlers((grpc_v2.service(grpc_v2.PlaneBackend(plane)),))
-        bound = server.add_insecure_port(grpc_address)
-        if not bound:
-            raise SystemExit(f"gRPC: cannot listen on {grpc_address}")
-        await server.start()
+        handlers = grpc_v2.wire_handlers(grpc_v2.PlaneBackend(plane))
+        server = grpc_wire.Server(handlers, grpc_v2.MAX_MESSAGE)
+        await server.listen(grpc_address)
     try:
         await rest.serve()
     finally:

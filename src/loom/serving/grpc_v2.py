@@ -16,7 +16,9 @@ from typing import Any, Protocol
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 
+from loom.serving import grpc_wire
 from loom.serving.dataplane import DataPlane, InferenceError
 from loom.serving.tensors import DATATYPES
 from loom.serving.v2_proto import METHODS, SERVICE, messages
@@ -234,9 +236,8 @@ def metadata_message(found: dict[str, Any]) -> Any:
 Refusal = Callable[[str | None], str | None]  # the authorization metadata → why refused, or None
 
 
-def service(backend: Backend, refusal: Refusal | None = None) -> grpc.GenericRpcHandler:
-    """The service's handlers over `backend`; with `refusal`, every call but the health
-    probes needs credentials it accepts (`authorization: Bearer …` metadata)."""
+def _calls(backend: Backend) -> dict[str, Callable[[Any], Awaitable[Any]]]:
+    """Each method's answer to its request message, over `backend`."""
     kinds = messages()
 
     async def live(_request: Any) -> Any:
@@ -269,7 +270,7 @@ def service(backend: Backend, refusal: Refusal | None = None) -> grpc.GenericRpc
         )
         return from_rest(answer, section, raw=bool(request.raw_input_contents))
 
-    calls: dict[str, Callable[[Any], Awaitable[Any]]] = {
+    return {
         "ServerLive": live,
         "ServerReady": ready,
         "ModelReady": model_ready,
@@ -277,6 +278,12 @@ def service(backend: Backend, refusal: Refusal | None = None) -> grpc.GenericRpc
         "ModelMetadata": model_metadata,
         "ModelInfer": infer,
     }
+
+
+def service(backend: Backend, refusal: Refusal | None = None) -> grpc.GenericRpcHandler:
+    """The service's handlers over `backend` for a `grpc.aio` server; with `refusal`, every
+    call but the health probes needs credentials it accepts (`authorization: Bearer …`)."""
+    kinds, calls = messages(), _calls(backend)
     handlers = {}
     for method, (request_type, response_type) in METHODS.items():
         handlers[method] = grpc.unary_unary_rpc_method_handler(
@@ -285,6 +292,45 @@ def service(backend: Backend, refusal: Refusal | None = None) -> grpc.GenericRpc
             response_serializer=kinds[response_type].SerializeToString,
         )
     return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+
+def wire_handlers(backend: Backend, refusal: Refusal | None = None) -> dict[str, grpc_wire.Handler]:
+    """The same service for `grpc_wire.Server`: each method's path to its handler."""
+    kinds, calls = messages(), _calls(backend)
+    found: dict[str, grpc_wire.Handler] = {}
+    for method, (request_type, _response_type) in METHODS.items():
+        guard = None if method in OPEN else refusal
+        found[f"/{SERVICE}/{method}"] = _wired(method, kinds[request_type], calls[method], guard)
+    return found
+
+
+def _wired(
+    method: str, kind: Any, call: Callable[[Any], Awaitable[Any]], refusal: Refusal | None
+) -> grpc_wire.Handler:
+    async def handler(data: bytes, metadata: dict[str, str]) -> bytes:
+        if refusal is not None:
+            refused = refusal(metadata.get("authorization"))
+            if refused is not None:
+                raise grpc_wire.Status(_code(grpc.StatusCode.UNAUTHENTICATED), refused)
+        try:
+            request = kind.FromString(data)
+        except DecodeError as exc:
+            raise grpc_wire.Status(
+                _code(grpc.StatusCode.INVALID_ARGUMENT), f"not a {kind.DESCRIPTOR.name}: {exc}"
+            ) from None
+        try:
+            answer = await call(request)
+        except InferenceError as exc:
+            code = CODES.get(exc.status, grpc.StatusCode.INTERNAL)
+            raise grpc_wire.Status(_code(code), exc.message) from None
+        return bytes(answer.SerializeToString())
+
+    handler.__name__ = method
+    return handler
+
+
+def _code(status: grpc.StatusCode) -> int:
+    return int(status.value[0])
 
 
 def _guarded(
