@@ -329,3 +329,15 @@ def test_a_broken_connection_gets_goaway(running: Running) -> None:
     goaway = kinds[grpc_wire.GOAWAY]
     assert int.from_bytes(goaway[4:8], "big") == grpc_wire.PROTOCOL_ERROR
     assert b"preface" in goaway[8:]
+
+
+def test_header_blocks_read_again_follow_the_table(client: Client) -> None:
+    """Blocks are kept read while the table stands still; as h2 indexes new values and evicts
+    old ones (4 KiB of table, 40 values of 200 octets), each call still reads its own."""
+    who = [f"{n:03d}" + "w" * 197 for n in range(40)]
+    order = [*range(40), *range(40), 3, 3, 3, 39, 0, 39, 0, *range(39, -1, -3)]
+    for n in order:
+        _headers, body, trailers = client.answer(client.request("Meta", b"", ("x-who", who[n])))
+        assert (body.decode(), trailers["grpc-status"]) == (who[n], "0")
+    sent = {client.request("Meta", b"", ("x-who", who[n])): who[n] for n in order}  # at once
+    assert {sid: client.answer(sid)[1].decode() for sid in sent} == sent

@@ -44,6 +44,7 @@ MAX_WINDOW = 2**31 - 1
 DEFAULT_WINDOW = 65_535
 DEFAULT_FRAME = 16_384
 MAX_HEADER_BLOCK = 1 << 20  # a header block longer than this ends the connection
+KEPT_BLOCKS = 32  # header blocks kept read, a connection
 
 # gRPC status codes
 OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED = 0, 1, 2, 3, 4
@@ -127,6 +128,8 @@ class Stream:
     pending: bytearray = field(default_factory=bytearray)  # answer DATA waiting for window
     closing: bytes | None = None  # the trailers frame, sent once `pending` is out
     task: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None  # the call's deadline
+    expired: bool = False
     open: bool = True  # still receiving
     refused: bool = False  # over the limit of streams, or the connection is going
 
@@ -141,6 +144,7 @@ class Connection(asyncio.Protocol):
         self.started = False
         self.decoder = hpack.Decoder()
         self.decoder.max_allowed_table_size = 65_536
+        self.decoded: dict[bytes, dict[str, str]] = {}  # blocks read without changing the table
         self.streams: dict[int, Stream] = {}
         self.last_stream = 0
         self.continuing: Stream | None = None
@@ -286,11 +290,27 @@ class Connection(asyncio.Protocol):
             self.continuing = stream
 
     def _decode(self, block: bytes | bytearray) -> dict[str, str]:
+        """The block's fields. A client's calls repeat one block, all of it references to the
+        table: a block that left the table as it was is kept, and read from there while the
+        table stays so (any block that changes the table empties what is kept)."""
+        block = bytes(block)
+        found = self.decoded.get(block)
+        if found is not None:
+            return found
+        table = self.decoder.header_table
+        entries = table.dynamic_entries
+        before = (len(entries), entries[0] if entries else None, table.maxsize)
         try:
-            fields = self.decoder.decode(bytes(block), raw=True)
+            fields = self.decoder.decode(block, raw=True)
         except hpack.HPACKError as exc:
             raise ConnectionFault(COMPRESSION_ERROR, f"header block: {exc}") from exc
-        return {bytes(k).decode("latin-1"): bytes(v).decode("latin-1") for k, v in fields}
+        found = {bytes(k).decode("latin-1"): bytes(v).decode("latin-1") for k, v in fields}
+        head = entries[0] if entries else None
+        if len(entries) != before[0] or head is not before[1] or table.maxsize != before[2]:
+            self.decoded.clear()
+        elif len(self.decoded) < KEPT_BLOCKS:
+            self.decoded[block] = found
+        return found
 
     def _block_done(self, stream: Stream) -> None:
         found = self._decode(stream.block)
@@ -399,41 +419,39 @@ class Connection(asyncio.Protocol):
             return
         stream.body = bytearray()
         metadata = {k: v for k, v in headers.items() if not k.startswith(":")}
-        stream.task = asyncio.get_running_loop().create_task(
-            self._call(stream, handler, message, metadata, timeout)
-        )
+        loop = asyncio.get_running_loop()
+        stream.task = loop.create_task(self._call(stream, handler(message, metadata)))
+        if timeout is not None:  # a timer, not wait_for: that would be one more task a call
+            stream.timer = loop.call_later(timeout, self._expire, stream)
 
-    async def _call(
-        self,
-        stream: Stream,
-        handler: Handler,
-        message: bytes,
-        metadata: dict[str, str],
-        timeout: float | None,
-    ) -> None:
+    async def _call(self, stream: Stream, work: Awaitable[bytes]) -> None:
         try:
-            if timeout is None:
-                answer = await handler(message, metadata)
-            else:
-                answer = await asyncio.wait_for(handler(message, metadata), timeout)
+            answer = await work
         except Status as exc:
             self._finish(stream, exc.code, exc.message)
-        except TimeoutError:
-            self._finish(stream, DEADLINE_EXCEEDED, "the call's deadline passed")
         except asyncio.CancelledError:
-            return  # the client reset the stream, or the connection went
+            if stream.expired:
+                self._finish(stream, DEADLINE_EXCEEDED, "the call's deadline passed")
+            return  # else the client reset the stream, or the connection went
         except Exception as exc:  # never a traceback to the caller: the error's kind only
             self._finish(stream, INTERNAL, f"internal error: {type(exc).__name__}")
         else:
             self._answer(stream, answer)
+        finally:
+            if stream.timer is not None:
+                stream.timer.cancel()
+
+    def _expire(self, stream: Stream) -> None:
+        stream.expired = True
+        if stream.task is not None:
+            stream.task.cancel()
 
     def _answer(self, stream: Stream, answer: bytes) -> None:
         if self.transport is None or self.streams.get(stream.id) is not stream:
             return
-        self._write(frame(HEADERS, END_HEADERS, stream.id, RESPONSE_HEADERS))
         stream.pending += b"\x00" + len(answer).to_bytes(4, "big") + answer
         stream.closing = frame(HEADERS, END_HEADERS | END_STREAM, stream.id, OK_TRAILERS)
-        self._flush(stream)
+        self._flush(stream, frame(HEADERS, END_HEADERS, stream.id, RESPONSE_HEADERS))
 
     def _finish(self, stream: Stream, code: int, message: str) -> None:
         """A trailers-only answer: the call's status and nothing else."""
@@ -448,9 +466,10 @@ class Connection(asyncio.Protocol):
         self._write(frame(HEADERS, END_HEADERS | END_STREAM, stream.id, block))
         self._done(stream)
 
-    def _flush(self, stream: Stream) -> None:
+    def _flush(self, stream: Stream, first: bytes = b"") -> None:
+        """What the windows let out of the stream's answer, after `first`, in one write."""
         pending = stream.pending
-        out = []
+        out = [first]
         while pending:
             size = min(len(pending), stream.send_window, self.send_window, self.peer_frame)
             if size <= 0:
@@ -464,7 +483,7 @@ class Connection(asyncio.Protocol):
             stream.closing = None
             self._write(b"".join(out))
             self._done(stream)
-        elif out:
+        elif len(out) > 1 or first:
             self._write(b"".join(out))
 
     def _flush_all(self) -> None:
