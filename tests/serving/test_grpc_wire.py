@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -36,7 +37,8 @@ class Running:
     def __init__(self) -> None:
         self.cancelled: list[str] = []
         self.loop = uvloop.new_event_loop()
-        self.server = grpc_wire.Server(self.handlers(), MAX_MESSAGE)
+        self.counter = SimpleNamespace(waiting=0)  # calls read and not yet begun
+        self.server = grpc_wire.Server(self.handlers(), MAX_MESSAGE, counter=self.counter)
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.do(self.server.listen("127.0.0.1:0"))
@@ -79,8 +81,10 @@ class Running:
 
     def close(self) -> None:
         self.stop(0.1)
+        self.do(asyncio.sleep(0.05))  # the cancelled calls' tasks end
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+        assert self.counter.waiting == 0  # every call read was begun, or given up
 
 
 @pytest.fixture

@@ -353,6 +353,66 @@ def test_dynamic_batching_answers_each_request_its_own_rows(models: Path) -> Non
     assert float(counts['loom_inference_inflight_requests{model="digits"}']) == 0
 
 
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_a_burst_read_in_one_turn_is_batched(models: Path, protocol: str) -> None:
+    """24 requests all waiting when the server next reads (it was stopped while they were
+    sent) are counted as the server reads them, not once each begins: they run in batches.
+    Counted once begun, each found itself alone and ran on the loop, one by one."""
+    import asyncio
+    import os
+    import signal
+
+    import grpc
+
+    from loom.serving.v2_proto import messages
+
+    server = ModelServer(models / "digits" / "model.onnx", "digits",
+                         "--batch-size", "16", "--batch-wait-ms", "30")  # fmt: skip
+    image = np.full((1, 1, 8, 8), 0.5, dtype=np.float32)
+    rest = {"inputs": [{"name": "image", "shape": [1, 1, 8, 8], "datatype": "FP32",
+                        "data": image.reshape(-1).tolist()}]}  # fmt: skip
+    call = messages()["ModelInferRequest"](
+        model_name="digits", raw_input_contents=[image.tobytes()]
+    )
+    call.inputs.add(name="image", datatype="FP32", shape=[1, 1, 8, 8])
+
+    async def send_all() -> list[int]:
+        if protocol == "rest":
+            async with httpx.AsyncClient(timeout=60) as client:
+                sent = [
+                    asyncio.ensure_future(
+                        client.post(f"{server.url}/v2/models/digits/infer", json=rest)
+                    )
+                    for _ in range(24)
+                ]
+                await asyncio.sleep(0.5)
+                os.kill(server.process.pid, signal.SIGCONT)
+                return [a.status_code for a in await asyncio.gather(*sent)]
+        async with grpc.aio.insecure_channel(server.grpc_url) as channel:
+            infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+            await infer(call.SerializeToString(), timeout=30)  # connected before the stop
+            os.kill(server.process.pid, signal.SIGSTOP)
+            sent = [asyncio.ensure_future(infer(call.SerializeToString(), timeout=30))
+                    for _ in range(24)]  # fmt: skip
+            await asyncio.sleep(0.5)
+            os.kill(server.process.pid, signal.SIGCONT)
+            return [len(a) > 0 for a in await asyncio.gather(*sent)]  # type: ignore[misc]
+
+    try:
+        if protocol == "rest":
+            os.kill(server.process.pid, signal.SIGSTOP)
+        answers = asyncio.run(send_all())
+        stats = httpx.get(f"{server.url}/metrics").text
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+        assert "Traceback" not in server.stop()
+    assert answers == [200] * 24 if protocol == "rest" else answers == [True] * 24
+    counts = dict(line.rsplit(" ", 1) for line in stats.splitlines() if not line.startswith("#"))
+    first = 1 if protocol == "grpc" else 0  # the call that connected
+    assert float(counts['loom_inference_requests_total{model="digits"}']) == 24 + first
+    assert float(counts['loom_inference_batches_total{model="digits"}']) <= 8 + first
+
+
 def test_a_replica_with_a_secret_answers_its_gateway_only() -> None:
     """A replica on a cluster node (reachable by anyone on the network) answers only requests
     carrying the secret its gateway drew for it."""

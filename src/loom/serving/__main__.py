@@ -58,10 +58,46 @@ class _WholeWrites:
 
 
 class WholeResponses(HttpToolsProtocol):
-    """uvicorn's HTTP/1 protocol, each response written at once (`_WholeWrites`)."""
+    """uvicorn's HTTP/1 protocol, each response written at once (`_WholeWrites`), and each
+    request counted by the data plane from when its head is read (`DataPlane.waiting`) until
+    the app takes it up. A burst read in one turn of the loop is then a burst to the plane:
+    counted only once begun, each request found itself alone and ran at once on the loop, one
+    by one, never batched and never in the line."""
+
+    plane: DataPlane | None = None  # set by `counting`
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting = 0  # requests read here that the app has not taken up
+        self._app = self.app
+        self.app = self._begin
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(cast(asyncio.Transport, _WholeWrites(transport)))
+
+    def on_headers_complete(self) -> None:
+        cycle = self.cycle
+        super().on_headers_complete()
+        if self.plane is not None and self.cycle is not cycle:  # a request to run
+            self.waiting += 1
+            self.plane.waiting += 1
+
+    async def _begin(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.waiting and self.plane is not None:
+            self.waiting -= 1
+            self.plane.waiting -= 1
+        await self._app(scope, receive, send)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.plane is not None:  # pipelined requests the app will never take up
+            self.plane.waiting -= self.waiting
+        self.waiting = 0
+        super().connection_lost(exc)
+
+
+def counting(plane: DataPlane) -> type[WholeResponses]:
+    """WholeResponses counting its requests for `plane`."""
+    return type("Counting", (WholeResponses,), {"plane": plane})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -171,7 +207,7 @@ def main() -> None:
         date_header=False,
         # behind a gateway, its pooled connections stay open
         timeout_keep_alive=3600 if args.behind_gateway else 5,
-        http=WholeResponses,
+        http=counting(plane),
     )
     what = f"serving {name!r} version {args.version} at {where} on {on}"
     served = _serve(GreedyServer(config), plane, grpc_address, handler, what)
@@ -212,7 +248,7 @@ async def _serve(
     server: grpc_wire.Server | None = None
     if grpc_address is not None:
         handlers = grpc_v2.wire_handlers(grpc_v2.PlaneBackend(plane))
-        server = grpc_wire.Server(handlers, grpc_v2.MAX_MESSAGE)
+        server = grpc_wire.Server(handlers, grpc_v2.MAX_MESSAGE, counter=plane)
         await server.listen(grpc_address)
     try:
         await rest.serve()

@@ -98,6 +98,7 @@ class DataPlane:
         self.handlers: dict[str, ServedHandler] = {}
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loom-infer")
         self.active = 0  # requests begun and not answered, counted by the transport
+        self.waiting = 0  # requests read and not yet begun, counted by the transport
 
     def add(
         self,
@@ -138,8 +139,9 @@ class DataPlane:
         return sorted([*self.models, *self.handlers])
 
     def alone(self) -> bool:
-        """Whether the request at hand is the only one the server is handling."""
-        return self.active <= 1
+        """Whether the request at hand is the only one the server is handling (none other
+        begun, none other read and waiting to begin)."""
+        return self.active + self.waiting <= 1
 
     def model(self, name: str, version: str | None = None) -> ServedModel:
         found = self.models.get(name)

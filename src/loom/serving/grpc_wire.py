@@ -23,7 +23,7 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Protocol, cast
 from urllib.parse import quote
 
 import hpack
@@ -130,6 +130,7 @@ class Stream:
     task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None  # the call's deadline
     expired: bool = False
+    counted: bool = False  # in the server's counter of calls read and not begun
     open: bool = True  # still receiving
     refused: bool = False  # over the limit of streams, or the connection is going
 
@@ -177,8 +178,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         for stream in self.streams.values():
-            if stream.task is not None:
-                stream.task.cancel()
+            self._cancel(stream)
         self.streams.clear()
         self.transport = None
 
@@ -249,8 +249,8 @@ class Connection(asyncio.Protocol):
         if not sid or len(payload) != 4:
             raise ConnectionFault(PROTOCOL_ERROR, "bad RST_STREAM")
         stream = self.streams.pop(sid, None)
-        if stream is not None and stream.task is not None:
-            stream.task.cancel()
+        if stream is not None:
+            self._cancel(stream)
 
     def _goaway_received(self, _flags: int, _sid: int, _payload: bytes) -> None:
         self.closing = True
@@ -421,10 +421,24 @@ class Connection(asyncio.Protocol):
         metadata = {k: v for k, v in headers.items() if not k.startswith(":")}
         loop = asyncio.get_running_loop()
         stream.task = loop.create_task(self._call(stream, handler(message, metadata)))
+        if self.server.counter is not None:  # read, not yet begun: see `Counter`
+            self.server.counter.waiting += 1
+            stream.counted = True
         if timeout is not None:  # a timer, not wait_for: that would be one more task a call
             stream.timer = loop.call_later(timeout, self._expire, stream)
 
+    def _begun(self, stream: Stream) -> None:
+        if stream.counted and self.server.counter is not None:
+            stream.counted = False
+            self.server.counter.waiting -= 1
+
+    def _cancel(self, stream: Stream) -> None:
+        self._begun(stream)  # or never will be
+        if stream.task is not None:
+            stream.task.cancel()
+
     async def _call(self, stream: Stream, work: Awaitable[bytes]) -> None:
+        self._begun(stream)
         try:
             answer = await work
         except Status as exc:
@@ -443,8 +457,7 @@ class Connection(asyncio.Protocol):
 
     def _expire(self, stream: Stream) -> None:
         stream.expired = True
-        if stream.task is not None:
-            stream.task.cancel()
+        self._cancel(stream)
 
     def _answer(self, stream: Stream, answer: bytes) -> None:
         if self.transport is None or self.streams.get(stream.id) is not stream:
@@ -499,8 +512,8 @@ class Connection(asyncio.Protocol):
 
     def _reset(self, sid: int, code: int) -> None:
         stream = self.streams.pop(sid, None)
-        if stream is not None and stream.task is not None:
-            stream.task.cancel()
+        if stream is not None:
+            self._cancel(stream)
         self._write(frame(RST_STREAM, 0, sid, code.to_bytes(4, "big")))
 
     def _write(self, data: bytes) -> None:
@@ -596,6 +609,13 @@ def _timeout(given: str | None) -> float | None:
     return int(given[:-1]) * unit
 
 
+class Counter(Protocol):
+    """What counts the calls read and not yet begun (a data plane: a burst read at once is
+    known as a burst before its first call runs)."""
+
+    waiting: int
+
+
 class Server:
     """Unary gRPC calls at TCP addresses or a unix socket, dispatched by path
     (`/package.Service/Method`) to their handler."""
@@ -606,8 +626,10 @@ class Server:
         max_message: int,
         max_streams: int = 1000,
         window: int = 1 << 24,
+        counter: Counter | None = None,
     ) -> None:
         self.handlers = handlers
+        self.counter = counter
         self.max_message = max_message
         self.max_streams = max_streams
         self.window = window  # what each stream, and the connection, may send us unanswered
