@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import threading
 import time
@@ -244,6 +245,11 @@ async def _serve(
         except LoadFailed as exc:
             raise SystemExit(f"cannot serve {handler.name!r}: {exc}") from None
         plane.add_handler(handler)
+    # What is loaded by now (the model, its runtime, the libraries) lives as long as the
+    # server: out of the collector's reach, a full collection no longer walks it all. Under
+    # load such collections were the tail: at 64 connections with batching on, p99 was
+    # 18 ms against a p50 of 5; frozen, 6.4-7.8 ms against 4.9-5.1.
+    gc.freeze()
     print(what, flush=True)
     server: grpc_wire.Server | None = None
     if grpc_address is not None:
