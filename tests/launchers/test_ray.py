@@ -35,7 +35,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
     ray.stop()
 
 
-def on_ray(home: Path, cluster: RayCluster) -> Server:
+def on_ray(home: Path, cluster: RayCluster, **env: str) -> Server:
     # exec'd, not forked (tests/forked.py): Ray's client, in a fork of a process that has
     # imported Ray, never gets its job's learners started
     return Server(
@@ -44,6 +44,7 @@ def on_ray(home: Path, cluster: RayCluster) -> Server:
         LOOM_LAUNCHER="ray",
         LOOM_RAY_ADDRESS=cluster.address,
         LOOM_LEARNER_CHECKPOINT_SYNC_S="1",
+        **env,
     ).start()
 
 
@@ -123,6 +124,34 @@ def test_cpu_learners_are_started_by_each_nodes_agent(
     agents = [n for n in seen[0] if n.startswith(f"loom-agent-{loom.__version__}-")]
     assert len(agents) == 2 and seen[0] == agents, seen
     assert seen[1] == seen[0], seen
+
+
+def test_a_changed_sandbox_gets_agents_of_its_own_and_ends_the_idle_others(
+    tmp_path: Path, platform: Server, cluster: RayCluster
+) -> None:
+    """An agent confines learners with the sandbox of the platform that made it: a platform
+    whose sandbox differs (here, its process limit) makes agents of its own on the nodes it
+    uses, and the others, idle, are ended. Named after Loom's version alone, the old agents
+    went on starting learners in the old sandbox."""
+    text = manifest(
+        "python up.py", learners=2, cpus=1, framework_options="{placement: strict_spread}"
+    )
+    code = make_zip({"up.py": "print('up', flush=True)\n"})
+
+    def agents_after_a_job(server: Server) -> list[str]:
+        with server.client() as client:
+            job_id = client.submit(text, code)
+            assert wait_for_state(client, job_id, FINAL, timeout=60)["state"] == "COMPLETED"
+        return sorted(n for n in cluster.named_actors() if n.startswith("loom-agent-"))
+
+    before = agents_after_a_job(platform)
+    other = on_ray(tmp_path / "home", cluster, LOOM_SANDBOX_PIDS="4000")
+    try:
+        after = agents_after_a_job(other)
+    finally:
+        other.stop()
+    assert len(before) == 2 and len(after) == 2 and not set(before) & set(after), (before, after)
+    assert agents_after_a_job(platform) == before  # and back: the platform's own again
 
 
 def test_a_learner_sees_the_gpu_ray_gave_it(platform: Server) -> None:

@@ -209,12 +209,13 @@ class RayLauncher:
         """The node's agent: found by its name, else started there (once per node)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        name = agent_name(node_id)
+        name = agent_name(node_id, self.sandbox)
         with translated("Ray", f"reach the agent of node {node_id[:12]}"):
             try:
                 return self._ray.get_actor(name)
             except ValueError:
                 pass
+            self._retire_others(name, node_id)
             return self._agent_class.options(
                 name=name,
                 lifetime="detached",
@@ -224,6 +225,25 @@ class RayLauncher:
                 max_concurrency=AGENT_CONCURRENCY,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote(self.sandbox)
+
+    def _retire_others(self, name: str, node_id: str) -> None:
+        """The node's agents of another Loom version or sandbox start nothing more; those
+        idle are ended (those with learners stay theirs until a later new agent there)."""
+        from ray.util import list_named_actors
+
+        try:
+            others = [n for n in list_named_actors() if n.startswith(AGENT + "-") and n != name]
+        except Exception:  # nothing to retire now: asked again with the next new agent
+            return
+        for other in others:
+            if not other.endswith("-" + node_id[:12]):
+                continue
+            try:
+                agent = self._ray.get_actor(other)
+                if self._ray.get(agent.retire.remote(), timeout=CALL_TIMEOUT_S):
+                    self._ray.kill(agent)
+            except Exception:  # gone already, or an agent too old to be asked: left as it is
+                continue
 
     def _place(self, name: str, learners: list[LearnerLaunch]) -> Any:
         from ray.util.placement_group import placement_group, remove_placement_group

@@ -14,6 +14,8 @@ every folder moved under the node's own scratch disk (`LOOM_NODE_SCRATCH_DIR`, d
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import shutil
 import socket
@@ -31,11 +33,14 @@ from loom.launchers.local import LocalLauncher
 from loom.learner.relocate import relocate
 
 SCRATCH_ENV = "LOOM_NODE_SCRATCH_DIR"
-AGENT = "loom-agent"  # the agents' names: loom-agent-<version>-<node id>
+AGENT = "loom-agent"  # the agents' names: loom-agent-<version>-<sandbox policy>-<node id>
 
 
-def agent_name(node_id: str) -> str:
-    return f"{AGENT}-{loom.__version__}-{node_id[:12]}"
+def agent_name(node_id: str, sandbox: SandboxPolicy) -> str:
+    """An agent is Loom's version and the sandbox it confines learners with: a platform
+    upgraded, or its sandbox changed, gets agents of its own (and retires the others)."""
+    policy = hashlib.sha256(repr(dataclasses.astuple(sandbox)).encode()).hexdigest()[:8]
+    return f"{AGENT}-{loom.__version__}-{policy}-{node_id[:12]}"
 
 
 def node_scratch() -> Path:
@@ -154,12 +159,20 @@ class NodeAgent:
         self._launcher = LocalLauncher(cpus=1, memory="1GiB", gpus=0, sandbox=sandbox, tied=True)
         self._learners: dict[str, tuple[Path, Path]] = {}  # handle → its folder, job's root
         self._lock = threading.Lock()
+        self._retired = False
 
     def where(self, ports: int) -> tuple[str, list[int], str]:
         return self.address, free_ports(ports), self.node_id
 
     def has(self, handle: str) -> bool:
         return handle in self._learners
+
+    def retire(self) -> bool:
+        """Start nothing more (another agent, of a newer Loom or another sandbox, has this
+        node now); whether it is idle, and so may be ended at once."""
+        with self._lock:
+            self._retired = True
+            return not self._learners
 
     def start(
         self,
@@ -170,6 +183,8 @@ class NodeAgent:
         hostfile_text: str | None = None,
     ) -> str:
         with self._lock:
+            if self._retired:
+                raise RuntimeError(f"the agent of node {self.node} is retired: ask its successor")
             folder, root = _start(
                 self._launcher, self.scratch, spec, token, secrets, hostfile_text, []
             )
