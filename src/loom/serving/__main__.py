@@ -255,7 +255,10 @@ async def _serve(
     if grpc_address is not None:
         handlers = grpc_v2.wire_handlers(grpc_v2.PlaneBackend(plane))
         server = grpc_wire.Server(handlers, grpc_v2.MAX_MESSAGE, counter=plane)
-        await server.listen(grpc_address)
+        try:
+            await server.listen(grpc_address)
+        except OSError as exc:
+            raise SystemExit(str(exc)) from None
     try:
         await rest.serve()
     finally:

@@ -38,7 +38,7 @@ from loom.serving.admission import Admission, Busy
 from loom.serving.autoscale import Autoscaler, Policy
 from loom.serving.exposition import CONTENT_TYPE
 from loom.serving.gateway_graph import call_member, internal_socket, link_members, member_path
-from loom.serving.gateway_tls import tls_context
+from loom.serving.gateway_tls import grpc_tls_context, tls_context
 from loom.serving.gateway_transform import transformed, transformer_generation, verb_of
 from loom.serving.graph_router import GraphRouter
 from loom.serving.graphs import Graph
@@ -112,6 +112,7 @@ class Gateway:
         self.access = AccessList(folder / ACCESS)
         self.access.refresh(force=True)
         self.tls: ssl.SSLContext | None = None
+        self.grpc_tls: ssl.SSLContext | None = None  # the same certificate, HTTP/2 by ALPN
         self._tasks: set[asyncio.Task[None]] = set()
         self.admission = Admission(
             self.capacity, max_wait_s=spec.queue_timeout_s, max_line=spec.max_queue
@@ -521,9 +522,11 @@ class Gateway:
         self.admission.max_wait_s = self.spec.queue_timeout_s
         self.admission.max_line = self.spec.max_queue
         self.backoff_until, self.failures = 0.0, 0
-        if self.tls is not None:  # a renewed certificate, same files
+        for context in (self.tls, self.grpc_tls):  # a renewed certificate, same files
+            if context is None:
+                continue
             try:
-                self.tls.load_cert_chain(self.spec.certfile, self.spec.keyfile)
+                context.load_cert_chain(self.spec.certfile, self.spec.keyfile or None)
             except (OSError, ssl.SSLError) as exc:
                 print(f"certificate not reloaded: {exc}", file=sys.stderr, flush=True)
         if self.spec.request_log and self.log is None:
@@ -595,7 +598,7 @@ async def run(folder: Path) -> None:
 
         await asyncio.to_thread(connect, spec.ray_address, spec.ray_namespace)
     gateway = Gateway(folder, spec)
-    gateway.tls = tls_context(spec)
+    gateway.tls, gateway.grpc_tls = tls_context(spec), grpc_tls_context(spec)
     server, grpc_server = await gateway_front.endpoints(gateway)
     internal = await asyncio.start_unix_server(
         lambda r, w: gateway.handle(r, w, trusted=True), internal_socket(folder), limit=2**20

@@ -8,11 +8,8 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import grpc
-
-from loom.serving import gateway_grpc
+from loom.serving import gateway_grpc, grpc_wire
 from loom.serving.accept import Listener
-from loom.serving.gateway_tls import certificate
 from loom.serving.proxy import (
     GATEWAY_GRPC_SOCKET,
     GATEWAY_SOCKET,
@@ -25,7 +22,7 @@ from loom.serving.replicas import free_port
 if TYPE_CHECKING:
     from loom.serving.gateway import Gateway
 
-Endpoints = tuple[asyncio.Server | Listener, grpc.aio.Server | None]
+Endpoints = tuple[asyncio.Server | Listener, grpc_wire.Server | None]
 LIMIT = 2**20  # bytes a request's line and headers may take
 
 
@@ -51,8 +48,7 @@ async def endpoints(gateway: Gateway) -> Endpoints:
     gateway.port = server.port
     grpc_server = None
     if spec.grpc_port is not None:
-        grpc_server, gateway.grpc_port = gateway_grpc.serve(gateway, certificate(spec))
-        await grpc_server.start()
+        grpc_server, gateway.grpc_port = await gateway_grpc.serve(gateway, gateway.grpc_tls)
     return server, grpc_server
 
 
@@ -64,15 +60,14 @@ async def behind_proxy(gateway: Gateway) -> Endpoints:
     grpc_server = None
     if grpc_port is not None:
         address = f"unix:{GATEWAY_GRPC_SOCKET}"
-        grpc_server, _ = gateway_grpc.serve(gateway, None, address)
-        await grpc_server.start()
+        grpc_server, _ = await gateway_grpc.serve(gateway, None, address)
     front = Proxy(gateway, port, grpc_port)
     try:
         await front.start()
     except ProxyFailed:
         server.close()
         if grpc_server is not None:
-            await grpc_server.stop(grace=None)
+            await grpc_server.stop(0)
         await front.stop(0)
         raise
     gateway.front, gateway.port, gateway.grpc_port = front, port, grpc_port

@@ -5,13 +5,13 @@ counters and request log as a REST call; the same tokens, from the `authorizatio
 
 from __future__ import annotations
 
+import ssl
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import grpc
 import orjson
 
-from loom.serving import grpc_v2
+from loom.serving import grpc_v2, grpc_wire
 from loom.serving.dataplane import InferenceError
 from loom.serving.http1 import Message
 from loom.serving.rest import parse
@@ -84,12 +84,12 @@ def _checked(response: Message) -> Message:
     raise InferenceError(message or f"status {response.status}", response.status)
 
 
-def serve(
-    gateway: Gateway, certificate: tuple[bytes, bytes] | None, address: str | None = None
-) -> tuple[grpc.aio.Server, int]:
-    """The gateway's gRPC server, bound (not started) to its spec's host and gRPC port, or to
-    `address` (a unix socket behind the proxy); with a (key, certificate chain), over TLS.
-    Returns the server and the port it got (0 on a unix socket)."""
+async def serve(
+    gateway: Gateway, tls: ssl.SSLContext | None, address: str | None = None
+) -> tuple[grpc_wire.Server, int]:
+    """The gateway's gRPC server, listening on its spec's host and gRPC port, or on `address`
+    (a unix socket behind the proxy); with `tls`, over TLS. Returns the server and the port
+    it got (0 on a unix socket). OSError when it cannot listen."""
 
     def refusal(given: str | None) -> str | None:
         refused = gateway.access.refusal(given.encode() if given is not None else None)
@@ -97,14 +97,8 @@ def serve(
             gateway.requests[401] = gateway.requests.get(401, 0) + 1
         return refused
 
-    server = grpc_v2.server()
-    server.add_generic_rpc_handlers((grpc_v2.service(GatewayBackend(gateway), refusal),))
+    handlers = grpc_v2.wire_handlers(GatewayBackend(gateway), refusal)
+    server = grpc_wire.Server(handlers, grpc_v2.MAX_MESSAGE)
     spec = gateway.spec
-    address = address or f"{spec.host}:{spec.grpc_port or 0}"
-    if certificate is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, grpc.ssl_server_credentials([certificate]))
-    if not port and not address.startswith("unix:"):
-        raise OSError(f"gRPC: cannot listen on {address}")
-    return server, port
+    await server.listen(address or f"{spec.host}:{spec.grpc_port or 0}", tls)
+    return server, server.port or 0

@@ -1,9 +1,9 @@
-"""A gateway's certificate: HTTPS on its REST port, TLS on its gRPC port."""
+"""A gateway's certificate: HTTPS on its REST port, TLS on its gRPC port (both reloaded
+with the spec, so a renewed certificate is used without a restart)."""
 
 from __future__ import annotations
 
 import ssl
-from pathlib import Path
 
 from loom.serving.spec import DeploymentSpec
 
@@ -16,11 +16,10 @@ def tls_context(spec: DeploymentSpec) -> ssl.SSLContext | None:
     return context
 
 
-def certificate(spec: DeploymentSpec) -> tuple[bytes, bytes] | None:
-    """(key, certificate chain) for gRPC over TLS; read once (a renewed certificate reaches
-    the gRPC port when the gateway restarts)."""
-    if not spec.certfile:
-        return None
-    chain = Path(spec.certfile).read_bytes()
-    key = Path(spec.keyfile).read_bytes() if spec.keyfile else chain
-    return key, chain
+def grpc_tls_context(spec: DeploymentSpec) -> ssl.SSLContext | None:
+    """The same certificate for the gRPC port, offering HTTP/2 by ALPN (gRPC's clients
+    refuse a server that does not)."""
+    context = tls_context(spec)
+    if context is not None:
+        context.set_alpn_protocols(["h2"])
+    return context

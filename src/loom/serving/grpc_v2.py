@@ -6,7 +6,8 @@ every input tensor, typed `contents` or `raw_input_contents`, travels as the bin
 extension, and outputs come back as raw bytes, so the two protocols share one path, one
 batcher and one set of checks. The answer carries raw outputs when the request sent raw inputs
 (as Triton's clients expect), typed contents otherwise. Errors keep their meaning: 400 is
-INVALID_ARGUMENT, 404 NOT_FOUND, 401 UNAUTHENTICATED, 503 UNAVAILABLE.
+INVALID_ARGUMENT, 404 NOT_FOUND, 401 UNAUTHENTICATED, 503 UNAVAILABLE. The methods are served
+by `grpc_wire`'s server (a model server's and a gateway's alike).
 """
 
 from __future__ import annotations
@@ -280,20 +281,6 @@ def _calls(backend: Backend) -> dict[str, Callable[[Any], Awaitable[Any]]]:
     }
 
 
-def service(backend: Backend, refusal: Refusal | None = None) -> grpc.GenericRpcHandler:
-    """The service's handlers over `backend` for a `grpc.aio` server; with `refusal`, every
-    call but the health probes needs credentials it accepts (`authorization: Bearer …`)."""
-    kinds, calls = messages(), _calls(backend)
-    handlers = {}
-    for method, (request_type, response_type) in METHODS.items():
-        handlers[method] = grpc.unary_unary_rpc_method_handler(
-            _guarded(method, calls[method], None if method in OPEN else refusal),
-            request_deserializer=kinds[request_type].FromString,
-            response_serializer=kinds[response_type].SerializeToString,
-        )
-    return grpc.method_handlers_generic_handler(SERVICE, handlers)
-
-
 def wire_handlers(backend: Backend, refusal: Refusal | None = None) -> dict[str, grpc_wire.Handler]:
     """The same service for `grpc_wire.Server`: each method's path to its handler."""
     kinds, calls = messages(), _calls(backend)
@@ -331,34 +318,3 @@ def _wired(
 
 def _code(status: grpc.StatusCode) -> int:
     return int(status.value[0])
-
-
-def _guarded(
-    method: str, call: Callable[[Any], Awaitable[Any]], refusal: Refusal | None
-) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
-    async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        if refusal is not None:
-            given = dict(context.invocation_metadata() or ()).get("authorization")
-            refused = refusal(given if isinstance(given, str) else None)
-            if refused is not None:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)
-        try:
-            return await call(request)
-        except InferenceError as exc:
-            await context.abort(CODES.get(exc.status, grpc.StatusCode.INTERNAL), exc.message)
-        except Exception as exc:  # never a traceback to the caller: the error's kind only
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
-
-    handler.__name__ = method
-    return handler
-
-
-def server() -> grpc.aio.Server:
-    """A gRPC server that takes messages as large as the REST endpoints do."""
-    return grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE),
-            ("grpc.max_send_message_length", MAX_MESSAGE),
-            ("grpc.so_reuseport", 0),
-        ]
-    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import struct
 import time
 import zlib
@@ -641,8 +642,9 @@ class Server:
     def protocol(self) -> Connection:
         return Connection(self)
 
-    async def listen(self, address: str) -> None:
-        """`unix:PATH` or `HOST:PORT`; SystemExit when the address cannot be taken."""
+    async def listen(self, address: str, tls: ssl.SSLContext | None = None) -> None:
+        """`unix:PATH` or `HOST:PORT` (over TLS with `tls`, which must offer ALPN's h2, as
+        gRPC's clients ask for it); OSError when the address cannot be taken."""
         loop = asyncio.get_running_loop()
         try:
             if address.startswith("unix:"):
@@ -652,8 +654,8 @@ class Server:
             host, _, port = address.rpartition(":")
             listener = Listener(host.strip("[]"), int(port), 2048)
         except OSError as exc:
-            raise SystemExit(f"gRPC: cannot listen on {address}: {exc.strerror}") from None
-        listener.start(self.protocol)
+            raise OSError(f"gRPC: cannot listen on {address}: {exc.strerror or exc}") from None
+        listener.start(self.protocol, tls)
         self.listener = listener
 
     @property
