@@ -345,3 +345,24 @@ def test_header_blocks_read_again_follow_the_table(client: Client) -> None:
         assert (body.decode(), trailers["grpc-status"]) == (who[n], "0")
     sent = {client.request("Meta", b"", ("x-who", who[n])): who[n] for n in order}  # at once
     assert {sid: client.answer(sid)[1].decode() for sid in sent} == sent
+
+
+def test_what_follows_an_answered_stream_is_read_and_dropped(client: Client) -> None:
+    """A request past the limit is answered (RESOURCE_EXHAUSTED) before it is all sent; the
+    rest of it, and its trailers, still in flight, are dropped quietly: the trailers' header
+    block is read all the same, so the next call's headers still decode."""
+    client.until(lambda es: any(isinstance(e, h2_events.RemoteSettingsChanged) for e in es))
+    sid = int(client.h2.get_next_available_stream_id())
+    head = [(":method", "POST"), (":scheme", "http"), (":path", "/t.T/Echo"), (":authority", "x")]
+    client.h2.send_headers(sid, [*head, ("content-type", "application/grpc")])
+    framed = b"\0" + (MAX_MESSAGE + 100).to_bytes(4, "big") + b"x" * (MAX_MESSAGE + 100)
+    for at in range(0, len(framed), 16_384):
+        client.h2.send_data(sid, framed[at : at + 16_384])
+    client.h2.send_headers(sid, [("x-trailer", "a value the table now holds")], end_stream=True)
+    client.flush()
+    _headers, _body, trailers = client.answer(sid)
+    assert trailers["grpc-status"] == str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+    _headers, body, trailers = client.answer(
+        client.request("Meta", b"", ("x-who", "a value the table now holds"))
+    )
+    assert (body, trailers["grpc-status"]) == (b"a value the table now holds", "0")

@@ -134,6 +134,7 @@ class Stream:
     counted: bool = False  # in the server's counter of calls read and not begun
     open: bool = True  # still receiving
     refused: bool = False  # over the limit of streams, or the connection is going
+    ignored: bool = False  # a header block on a stream answered already
 
 
 class Connection(asyncio.Protocol):
@@ -271,8 +272,12 @@ class Connection(asyncio.Protocol):
         if flags & PRIORITY_FLAG:
             payload = payload[5:]
         stream = self.streams.get(sid)
-        if stream is None:
-            if sid % 2 == 0 or sid <= self.last_stream:
+        if stream is None and sid <= self.last_stream:
+            if sid % 2 == 0:
+                raise ConnectionFault(PROTOCOL_ERROR, f"HEADERS on stream {sid}")
+            stream = Stream(sid, 0, ignored=True)  # a stream answered already: read, dropped
+        elif stream is None:
+            if sid % 2 == 0:
                 raise ConnectionFault(PROTOCOL_ERROR, f"HEADERS on stream {sid}")
             self.last_stream = sid
             stream = Stream(sid, self.peer_window)
@@ -316,6 +321,8 @@ class Connection(asyncio.Protocol):
     def _block_done(self, stream: Stream) -> None:
         found = self._decode(stream.block)
         stream.block = bytearray()
+        if stream.ignored:
+            return
         if stream.refused:
             self._write(frame(RST_STREAM, 0, stream.id, REFUSED_STREAM.to_bytes(4, "big")))
             return
@@ -336,8 +343,7 @@ class Connection(asyncio.Protocol):
         if stream is None or not stream.open or stream.headers is None:
             if sid > self.last_stream:
                 raise ConnectionFault(PROTOCOL_ERROR, f"DATA on idle stream {sid}")
-            self._write(frame(RST_STREAM, 0, sid, STREAM_CLOSED.to_bytes(4, "big")))
-            return
+            return  # what was in flight to a stream answered (or reset) already
         stream.body += _unpad(flags, payload)
         stream.received += len(payload)
         if len(stream.body) > self.server.max_message + 5:
