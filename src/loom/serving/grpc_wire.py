@@ -156,10 +156,12 @@ class Connection(asyncio.Protocol):
         self.send_window = DEFAULT_WINDOW  # the connection's, ours to spend
         self.received = 0  # connection DATA octets not yet given back
         self.closing = False  # GOAWAY sent or received: no new streams
+        self.outgoing: list[bytes] = []  # frames written in this turn of the loop
 
     # -- asyncio ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is its own
+        self.loop = asyncio.get_running_loop()
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
@@ -524,8 +526,25 @@ class Connection(asyncio.Protocol):
         self._write(frame(RST_STREAM, 0, sid, code.to_bytes(4, "big")))
 
     def _write(self, data: bytes) -> None:
+        """Frames leave together at the end of the loop's turn: the answers of calls that end
+        in one turn, and what reading a batch of frames called for, in one write (a proxy in
+        front multiplexes many calls on a connection: a write each cost it a wake-up each)."""
+        if self.transport is None:
+            return
+        if not self.outgoing:
+            self.loop.call_soon(self._send)
+        self.outgoing.append(data)
+
+    def _send(self) -> None:
+        if self.outgoing and self.transport is not None:
+            self.transport.write(b"".join(self.outgoing))
+        self.outgoing.clear()
+
+    def close(self) -> None:
+        """What is written so far, then the end of the connection."""
+        self._send()
         if self.transport is not None:
-            self.transport.write(data)
+            self.transport.close()
 
     def _goaway(self, code: int, why: str) -> None:
         if self.transport is None:
@@ -534,14 +553,14 @@ class Connection(asyncio.Protocol):
         payload = self.last_stream.to_bytes(4, "big") + code.to_bytes(4, "big") + debug
         self._write(frame(GOAWAY, 0, 0, payload))
         if code:
-            self.transport.close()
+            self.close()
         else:
             self.closing = True
             self._maybe_close()
 
     def _maybe_close(self) -> None:
         if self.closing and not self.streams and self.transport is not None:
-            self.transport.close()
+            self.close()
 
     def shut(self) -> None:
         """No new calls; the connection closes once its calls are answered."""
@@ -681,5 +700,4 @@ class Server:
         while self.connections and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         for connection in list(self.connections):
-            if connection.transport is not None:
-                connection.transport.close()
+            connection.close()
