@@ -366,3 +366,51 @@ def test_what_follows_an_answered_stream_is_read_and_dropped(client: Client) -> 
         client.request("Meta", b"", ("x-who", "a value the table now holds"))
     )
     assert (body, trailers["grpc-status"]) == (b"a value the table now holds", "0")
+
+
+def _entered(name: bytes, value: bytes, name_index: int = 0) -> bytes:
+    """A literal field entered in the table (HPACK §6.2.1), its name a static entry or new."""
+    head = grpc_wire._integer(name_index, 6, 0x40)
+    if not name_index:
+        head += grpc_wire._integer(len(name), 7, 0) + name
+    return head + grpc_wire._integer(len(value), 7, 0) + value
+
+
+def test_blocks_that_enter_fields_without_referring_to_them_keep_the_table(
+    running: Running,
+) -> None:
+    """HAProxy's way: every field a literal entered in the table, none referred to. Such a
+    block is read once and kept; each time it comes again, its fields are entered again, so
+    that a later block referring to the table (index 62: the newest entry) still reads what
+    the peer meant. Blocks are sent raw, frame by frame."""
+    common = b"\x83\x86" + _entered(b"", b"x", 1) + _entered(b"", b"/t.T/Meta", 4)
+    common += _entered(b"", b"application/grpc", 31)
+    blocks = [common + _entered(b"x-who", who) for who in (b"ada", b"bob", b"cy")]
+    order = [0, 1, 0, 2, 2, 1, 0, 0, 1, 2, 1] * 5
+    sent = [blocks[n] for n in order]
+    # then a block made of references only: :authority, :path, content-type and x-who as the
+    # newest four entries (x-who the newest: 62), after :method POST and :scheme http
+    sent.append(b"\x83\x86\xc1\xc0\xbf\xbe")
+    expected = [(b"ada", b"bob", b"cy")[n] for n in order] + [(b"ada", b"bob", b"cy")[order[-1]]]
+    message = b"\0\0\0\0\0"
+    with socket.create_connection(("127.0.0.1", running.port or 0), timeout=10) as raw:
+        out = grpc_wire.PREFACE + grpc_wire.frame(grpc_wire.SETTINGS, 0, 0)
+        for n, block in enumerate(sent):
+            sid = 1 + 2 * n
+            out += grpc_wire.frame(grpc_wire.HEADERS, grpc_wire.END_HEADERS, sid, block)
+            out += grpc_wire.frame(grpc_wire.DATA, grpc_wire.END_STREAM, sid, message)
+        raw.sendall(out)
+        bodies: dict[int, bytes] = {}
+        received = b""
+        while len(bodies) < len(sent):
+            chunk = raw.recv(65_536)
+            assert chunk, f"the server closed the connection after {len(bodies)} answers"
+            received += chunk
+            while len(received) >= 9 and len(received) >= 9 + int.from_bytes(received[:3], "big"):
+                size = int.from_bytes(received[:3], "big")
+                kind, sid = received[3], int.from_bytes(received[5:9], "big")
+                if kind == grpc_wire.DATA:
+                    bodies[sid] = received[9 + 5 : 9 + size]
+                assert kind != grpc_wire.GOAWAY, received[9 : 9 + size]
+                received = received[9 + size :]
+    assert [bodies[1 + 2 * n] for n in range(len(sent))] == expected

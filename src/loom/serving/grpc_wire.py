@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 import ssl
 import struct
@@ -28,6 +29,7 @@ from typing import Protocol, cast
 from urllib.parse import quote
 
 import hpack
+from hpack.table import table_entry_size
 
 from loom.serving.accept import Listener
 
@@ -45,7 +47,8 @@ MAX_WINDOW = 2**31 - 1
 DEFAULT_WINDOW = 65_535
 DEFAULT_FRAME = 16_384
 MAX_HEADER_BLOCK = 1 << 20  # a header block longer than this ends the connection
-KEPT_BLOCKS = 32  # header blocks kept read, a connection
+KEPT_BLOCKS = 32  # header blocks kept read, a connection (of each kind)
+STATIC_ENTRIES = 61  # HPACK's static table
 
 # gRPC status codes
 OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED = 0, 1, 2, 3, 4
@@ -148,6 +151,8 @@ class Connection(asyncio.Protocol):
         self.decoder = hpack.Decoder()
         self.decoder.max_allowed_table_size = 65_536
         self.decoded: dict[bytes, dict[str, str]] = {}  # blocks read without changing the table
+        # blocks with no reference to the dynamic table: their fields, and what they enter in it
+        self.static: dict[bytes, tuple[dict[str, str], list[tuple[bytes, bytes]]]] = {}
         self.streams: dict[int, Stream] = {}
         self.last_stream = 0
         self.continuing: Stream | None = None
@@ -298,14 +303,28 @@ class Connection(asyncio.Protocol):
             self.continuing = stream
 
     def _decode(self, block: bytes | bytearray) -> dict[str, str]:
-        """The block's fields. A client's calls repeat one block, all of it references to the
-        table: a block that left the table as it was is kept, and read from there while the
-        table stays so (any block that changes the table empties what is kept)."""
+        """The block's fields, read once for the blocks a client repeats.
+
+        - A block all of whose fields are references to the table, and so leaves it as it
+          was (a gRPC client's calls), is kept while the table stays so.
+        - A block that refers to no field of the dynamic table (HAProxy's: it enters each
+          field in the table, never to refer to it) reads the same whatever the table holds:
+          it is kept with the fields it enters, and those are entered again each time it
+          comes (the table is the connection's, and must stay the peer's).
+        """
         block = bytes(block)
         found = self.decoded.get(block)
         if found is not None:
             return found
         table = self.decoder.header_table
+        kept = self.static.get(block)
+        if kept is not None:
+            found, entered = kept
+            for name, value in entered:
+                table.add(name, value)
+            if entered:
+                self.decoded.clear()
+            return found
         entries = table.dynamic_entries
         before = (len(entries), entries[0] if entries else None, table.maxsize)
         try:
@@ -314,9 +333,17 @@ class Connection(asyncio.Protocol):
             raise ConnectionFault(COMPRESSION_ERROR, f"header block: {exc}") from exc
         found = {bytes(k).decode("latin-1"): bytes(v).decode("latin-1") for k, v in fields}
         head = entries[0] if entries else None
-        if len(entries) != before[0] or head is not before[1] or table.maxsize != before[2]:
+        changed = len(entries) != before[0] or head is not before[1] or table.maxsize != before[2]
+        if changed:
             self.decoded.clear()
-        elif len(self.decoded) < KEPT_BLOCKS:
+        entering = _static_only(block)
+        if entering is not None and len(self.static) < KEPT_BLOCKS:
+            entered = list(itertools.islice(entries, entering))[::-1]
+            fits = sum(table_entry_size(n, v) for n, v in entered) <= table.maxsize
+            if len(entered) == entering and fits:
+                self.static[block] = (found, entered)
+                return found
+        if not changed and len(self.decoded) < KEPT_BLOCKS:
             self.decoded[block] = found
         return found
 
@@ -579,6 +606,56 @@ class Connection(asyncio.Protocol):
         _window_update,
         _continuation,
     )
+
+
+def _static_only(block: bytes) -> int | None:
+    """How many fields the block enters in the dynamic table, when it refers to none of its
+    entries and does not resize it; else (or when it is malformed) None."""
+    at, end, entering = 0, len(block), 0
+    try:
+        while at < end:
+            first = block[at]
+            if first & 0x80:  # an indexed field
+                index, at = _read_integer(block, at, 7)
+                if not 0 < index <= STATIC_ENTRIES:
+                    return None
+                continue
+            if first & 0x40:  # a literal entered in the table
+                prefix, entering = 6, entering + 1
+            elif first & 0x20:  # a size update
+                return None
+            else:  # a literal never, or not, entered
+                prefix = 4
+            index, at = _read_integer(block, at, prefix)
+            if index > STATIC_ENTRIES:
+                return None
+            if index == 0:  # its name is a literal too
+                at = _skip_string(block, at)
+            at = _skip_string(block, at)
+    except IndexError:
+        return None
+    return entering if at == end else None
+
+
+def _read_integer(block: bytes, at: int, prefix: int) -> tuple[int, int]:
+    mask = (1 << prefix) - 1
+    value, at = block[at] & mask, at + 1
+    if value < mask:
+        return value, at
+    shift = 0
+    while True:
+        byte, at = block[at], at + 1
+        value += (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
+
+
+def _skip_string(block: bytes, at: int) -> int:
+    size, at = _read_integer(block, at, 7)
+    if at + size > len(block):
+        raise IndexError("a string past the block's end")
+    return at + size
 
 
 def _unpad(flags: int, payload: bytes) -> bytes:
