@@ -154,6 +154,59 @@ def test_a_changed_sandbox_gets_agents_of_its_own_and_ends_the_idle_others(
     assert agents_after_a_job(platform) == before  # and back: the platform's own again
 
 
+def test_a_retired_agent_ends_with_its_last_learner_unless_its_platform_takes_it_back(
+    tmp_path: Path, platform: Server, cluster: RayCluster
+) -> None:
+    """Agents retired while they run learners are ended when the last of those is released;
+    and a platform still running with the old sandbox, asking its agents by name, takes them
+    back rather than being refused (each node has 2 CPUs: a long job and a short one fit)."""
+    long = manifest(
+        "python wait.py", learners=2, cpus=1, framework_options="{placement: strict_spread}"
+    )
+    waits = make_zip({"wait.py": "import time\nprint('up', flush=True)\ntime.sleep(600)\n"})
+    short = manifest(
+        "python up.py", learners=2, cpus=1, framework_options="{placement: strict_spread}"
+    )
+    ups = make_zip({"up.py": "print('up', flush=True)\n"})
+
+    def agents() -> set[str]:
+        return {n for n in cluster.named_actors() if n.startswith("loom-agent-")}
+
+    def run_short(server: Server) -> None:
+        with server.client() as client:
+            job_id = client.submit(short, ups)
+            assert wait_for_state(client, job_id, FINAL, timeout=60)["state"] == "COMPLETED"
+
+    def start_long(client: LoomClient) -> str:
+        job_id = client.submit(long, waits)
+        eventually(lambda: len(lines_of(client, job_id)) == 2, timeout=60)
+        return job_id
+
+    other = on_ray(tmp_path / "home", cluster, LOOM_SANDBOX_PIDS="4000")
+    try:
+        with platform.client() as client:
+            # retired while busy, ended with its last learner
+            job_id = start_long(client)
+            ours = agents()
+            run_short(other)
+            theirs = agents() - ours
+            assert len(ours) == 2 and len(theirs) == 2, (ours, theirs)
+            client.halt(job_id)
+            eventually(lambda: agents() == theirs, timeout=60)
+            # retired while busy, then asked again by its own platform: taken back
+            job_id = start_long(client)
+            ours = agents() - theirs
+            assert len(ours) == 2 and not agents() & theirs
+            run_short(other)
+            run_short(platform)
+            client.halt(job_id)
+            assert wait_for_state(client, job_id, FINAL, timeout=60)["state"] == "HALTED"
+            time.sleep(2)  # a release runs in the background: it must not end them
+            assert ours <= agents()
+    finally:
+        other.stop()
+
+
 def test_a_learner_sees_the_gpu_ray_gave_it(platform: Server) -> None:
     """Each learner's CUDA_VISIBLE_DEVICES is the GPU Ray gave its actor on its node (the
     nodes' one GPU is each node's device 0), not a number counted over the cluster."""

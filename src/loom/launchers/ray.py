@@ -228,7 +228,7 @@ class RayLauncher:
 
     def _retire_others(self, name: str, node_id: str) -> None:
         """The node's agents of another Loom version or sandbox start nothing more; those
-        idle are ended (those with learners stay theirs until a later new agent there)."""
+        idle are ended (those with learners once their last one is released)."""
         from ray.util import list_named_actors
 
         try:
@@ -414,10 +414,11 @@ class RayLauncher:
                 continue
             actor, first = host
             try:
-                self._ray.get(actor.release.remote(*first, 10.0), timeout=30.0)
+                idle_and_retired = self._ray.get(actor.release.remote(*first, 10.0), timeout=30.0)
             except Exception:
                 log.debug("releasing %s: its actor did not answer", handle)
-            if first:
+                idle_and_retired = False
+            if first and not idle_and_retired:
                 continue  # the node's agent stays for its next learners
             try:
                 self._ray.kill(actor)

@@ -159,7 +159,8 @@ class NodeAgent:
         self._launcher = LocalLauncher(cpus=1, memory="1GiB", gpus=0, sandbox=sandbox, tied=True)
         self._learners: dict[str, tuple[Path, Path]] = {}  # handle → its folder, job's root
         self._lock = threading.Lock()
-        self._retired = False
+        self._retired = False  # another agent has this node now: ended once idle
+        self._ending = False  # found idle while retired: about to be ended, starts nothing
 
     def where(self, ports: int) -> tuple[str, list[int], str]:
         return self.address, free_ports(ports), self.node_id
@@ -168,11 +169,13 @@ class NodeAgent:
         return handle in self._learners
 
     def retire(self) -> bool:
-        """Start nothing more (another agent, of a newer Loom or another sandbox, has this
-        node now); whether it is idle, and so may be ended at once."""
+        """Another agent, of a newer Loom or another sandbox, has this node now: this one is
+        to be ended once idle. Whether it is idle now (the caller then ends it at once, and
+        it starts nothing more)."""
         with self._lock:
             self._retired = True
-            return not self._learners
+            self._ending = not self._learners
+            return self._ending
 
     def start(
         self,
@@ -183,8 +186,11 @@ class NodeAgent:
         hostfile_text: str | None = None,
     ) -> str:
         with self._lock:
-            if self._retired:
-                raise RuntimeError(f"the agent of node {self.node} is retired: ask its successor")
+            if self._ending:
+                raise RuntimeError(f"the agent of node {self.node} is being ended: ask again")
+            # asked by name, which only a platform of its own version and sandbox knows: that
+            # platform still runs, and the agent is its own again
+            self._retired = False
             folder, root = _start(
                 self._launcher, self.scratch, spec, token, secrets, hostfile_text, []
             )
@@ -211,12 +217,16 @@ class NodeAgent:
             with self._lock:
                 self._launcher.terminate(str(found[0]), grace_s)
 
-    def release(self, handle: str, wait_s: float) -> None:
-        """As `LearnerHost.release`; the agent stays for the node's next learners."""
+    def release(self, handle: str, wait_s: float) -> bool:
+        """As `LearnerHost.release`; the agent stays for the node's next learners, unless it
+        is retired: then whether that was its last learner (the caller ends it)."""
         found = self._learners.get(handle)
         if found is not None:
             _release(self._launcher, found[0], found[1], wait_s, self._lock)
+        with self._lock:
             self._learners.pop(handle, None)
+            self._ending = self._retired and not self._learners
+            return self._ending
 
 
 def _start(
