@@ -105,6 +105,20 @@ class RayCluster:
             raise RuntimeError("could not list the cluster's named actors")
         return said
 
+    def kill_named(self, names: list[str], namespace: str = "loom") -> None:
+        """End these named actors (those already gone are skipped)."""
+        said = self._ask(
+            f"import ray; ray.init(address={self.address!r}, namespace={namespace!r}, "
+            "log_to_driver=False)\n"
+            f"for name in {names!r}:\n"
+            "    try:\n        ray.kill(ray.get_actor(name))\n"
+            "    except ValueError:\n        pass\n"
+            "print('killed')",
+            "killed",
+        )
+        if said is None:
+            raise RuntimeError(f"could not end the actors {names}")
+
     def _ask(self, script: str, tag: str) -> list[str] | None:
         """What a driver of the cluster printed after `tag` on its last such line (None if
         it failed or printed none)."""

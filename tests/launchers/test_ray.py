@@ -3,7 +3,10 @@ disk: gangs placed by Ray, a lost node, and a platform killed with -9 while lear
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,6 +208,45 @@ def test_a_retired_agent_ends_with_its_last_learner_unless_its_platform_takes_it
             assert ours <= agents()
     finally:
         other.stop()
+        cluster.kill_named(sorted(agents() - ours))  # the other platform's, idle
+
+
+def test_a_launch_that_finds_its_agents_being_ended_waits_for_their_successors(
+    platform: Server, cluster: RayCluster
+) -> None:
+    """Another platform retired this one's idle agents and is about to end them (here a
+    driver of the cluster, which ends them 2 s later) just as a job is launched: the launch
+    waits for them to go and starts the job on their successors, rather than failing it."""
+    text = manifest(
+        "python up.py", learners=2, cpus=1, framework_options="{placement: strict_spread}"
+    )
+    code = make_zip({"up.py": "print('up', flush=True)\n"})
+    with platform.client() as client:
+        job_id = client.submit(text, code)
+        assert wait_for_state(client, job_id, FINAL, timeout=60)["state"] == "COMPLETED"
+        ours = sorted(n for n in cluster.named_actors() if n.startswith("loom-agent-"))
+        assert len(ours) == 2, ours
+        script = (
+            f"import ray, time; ray.init(address={cluster.address!r}, namespace='loom', "
+            "log_to_driver=False)\n"
+            f"agents = [ray.get_actor(n) for n in {ours!r}]\n"
+            "print('retired', *ray.get([a.retire.remote() for a in agents]), flush=True)\n"
+            "time.sleep(2)\n"
+            "for a in agents: ray.kill(a)\n"
+        )
+        driver = subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **cluster.env},
+        )
+        assert driver.stdout is not None
+        assert driver.stdout.readline().split() == ["retired", "True", "True"]
+        job_id = client.submit(text, code)
+        job = wait_for_state(client, job_id, FINAL, timeout=60)
+        assert driver.wait(timeout=30) == 0
+        assert job["state"] == "COMPLETED", job
+    assert sorted(n for n in cluster.named_actors() if n.startswith("loom-agent-")) == ours
 
 
 def test_a_learner_sees_the_gpu_ray_gave_it(platform: Server) -> None:

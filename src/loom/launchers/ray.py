@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from loom.domain import placement as placement_rules
@@ -20,7 +21,14 @@ from loom.domain.learner_env import MPI, Gang, hostfile
 from loom.domain.resources import Resources
 from loom.launchers.base import LearnerLaunch, LearnerStatus, Liveness, handle_parts, translated
 from loom.launchers.confinement import SandboxPolicy
-from loom.launchers.ray_node import AGENT, LearnerHost, NodeAgent, agent_name, gang_env
+from loom.launchers.ray_node import (
+    AGENT,
+    ENDING,
+    LearnerHost,
+    NodeAgent,
+    agent_name,
+    gang_env,
+)
 
 log = logging.getLogger("loom.launchers.ray")
 
@@ -163,17 +171,13 @@ class RayLauncher:
                 for i, learner in enumerate(learners)
             ]
             agents = [False] * len(learners)
+            where = self._where(hosts)
         else:  # each node's agent starts them: no worker process to wait for
             nodes = self._bundle_nodes(group, len(learners))
-            hosts = [self._agent_on(node) for node in nodes]
+            hosts, where = self._agents_where(nodes)
             agents = [True] * len(learners)
             for learner, agent in zip(learners, hosts, strict=True):
                 self._agents[learner.handle] = agent
-        with translated("Ray", "reach the learners' nodes"):
-            where = self._ray.get(
-                [host.where.remote(2 if i == 0 else 1) for i, host in enumerate(hosts)],
-                timeout=self.place_timeout_s,
-            )
         gang = Gang(
             host=where[0][0],
             coordinator_port=where[0][1][0],
@@ -193,6 +197,32 @@ class RayLauncher:
             started.append(host.start.remote(*by_agent, *args))
         with translated("Ray", "start the learners"):
             self._ray.get(started, timeout=self.place_timeout_s)
+
+    def _where(self, hosts: list[Any]) -> list[Any]:
+        """Each host's node address, free ports there (two for rank 0) and node id."""
+        with translated("Ray", "reach the learners' nodes"):
+            found: list[Any] = self._ray.get(
+                [host.where.remote(2 if i == 0 else 1) for i, host in enumerate(hosts)],
+                timeout=self.place_timeout_s,
+            )
+        return found
+
+    def _agents_where(self, nodes: list[str]) -> tuple[list[Any], list[Any]]:
+        """The nodes' agents and where each is. An agent another platform retired may be
+        ended just as this launch finds it (it refuses, or is gone): nothing is started yet,
+        so it is asked again, until its successor answers."""
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while True:
+            hosts = [self._agent_on(node) for node in nodes]
+            try:
+                return hosts, self._where(hosts)
+            except LaunchError as exc:
+                ended = ENDING in exc.message or isinstance(
+                    exc.__cause__, self._ray.exceptions.RayActorError
+                )
+                if not ended or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
 
     def _bundle_nodes(self, group: Any, count: int) -> list[str]:
         """The node each of the group's bundles was placed on, in the bundles' order."""

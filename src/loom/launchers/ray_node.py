@@ -147,6 +147,9 @@ class LearnerHost:
             _release(self._launcher, self.folder, self.job_root, wait_s, threading.Lock())
 
 
+ENDING = "is being ended"  # an agent's refusal, retired and found idle: about to be ended
+
+
 class NodeAgent:
     """Every CPU learner on this node, by handle (a Ray actor with no resources of its own,
     one per node, its methods called from several threads: `_lock` keeps its launcher's
@@ -163,6 +166,14 @@ class NodeAgent:
         self._ending = False  # found idle while retired: about to be ended, starts nothing
 
     def where(self, ports: int) -> tuple[str, list[int], str]:
+        """The node's address, free ports there and its id: the first call of a launch. An
+        agent is asked by name, which only a platform of its own version and sandbox knows:
+        that platform still runs, and a retired agent is its own again (one already found
+        idle and about to be ended refuses: the launcher asks again once it is gone)."""
+        with self._lock:
+            if self._ending:
+                raise RuntimeError(f"the agent of node {self.node} {ENDING}: ask again")
+            self._retired = False
         return self.address, free_ports(ports), self.node_id
 
     def has(self, handle: str) -> bool:
@@ -186,11 +197,8 @@ class NodeAgent:
         hostfile_text: str | None = None,
     ) -> str:
         with self._lock:
-            if self._ending:
-                raise RuntimeError(f"the agent of node {self.node} is being ended: ask again")
-            # asked by name, which only a platform of its own version and sandbox knows: that
-            # platform still runs, and the agent is its own again
-            self._retired = False
+            if self._ending:  # retired and found idle between `where` and this
+                raise RuntimeError(f"the agent of node {self.node} {ENDING}: ask again")
             folder, root = _start(
                 self._launcher, self.scratch, spec, token, secrets, hostfile_text, []
             )
