@@ -12,10 +12,9 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from loom.serving import grpc_v2, grpc_wire
 from loom.serving.accept import GreedyServer
@@ -24,81 +23,9 @@ from loom.serving.devices import DEVICES, NoDevice, describe
 from loom.serving.explainers import CaptumExplainer, ExplainError
 from loom.serving.formats import RUNTIME_NAMES
 from loom.serving.kserve_model import KServeModel, LoadFailed
-from loom.serving.rest import MAX_LINE, TOKEN_ENV, build_app, require_token
+from loom.serving.rest import MAX_LINE, TOKEN_ENV, InferRoute, require_token, serving_app
+from loom.serving.rest_wire import counting
 from loom.serving.runtimes import choose, load
-
-
-class _WholeWrites:
-    """A connection's transport whose writes in one turn of the event loop leave in one: a
-    response's head and body together. uvicorn writes them apart, and a replica killed between
-    the two (descheduled on a busy machine) left HAProxy with a head it had already passed on,
-    so it could not send the request to another replica, and the caller got a cut answer."""
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
-        self._pending: list[bytes] = []
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not self._pending:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._pending.append(bytes(data))
-
-    def _flush(self) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
-            self._pending.clear()
-            if not self._transport.is_closing():
-                self._transport.write(data)
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-class WholeResponses(HttpToolsProtocol):
-    """uvicorn's HTTP/1 protocol, each response written at once (`_WholeWrites`), and each
-    request counted by the data plane from when its head is read (`DataPlane.waiting`) until
-    the app takes it up. A burst read in one turn of the loop is then a burst to the plane:
-    counted only once begun, each request found itself alone and ran at once on the loop, one
-    by one, never batched and never in the line."""
-
-    plane: DataPlane | None = None  # set by `counting`
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.waiting = 0  # requests read here that the app has not taken up
-        self._app = self.app
-        self.app = self._begin
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(cast(asyncio.Transport, _WholeWrites(transport)))
-
-    def on_headers_complete(self) -> None:
-        cycle = self.cycle
-        super().on_headers_complete()
-        if self.plane is not None and self.cycle is not cycle:  # a request to run
-            self.waiting += 1
-            self.plane.waiting += 1
-
-    async def _begin(self, scope: Any, receive: Any, send: Any) -> None:
-        if self.waiting and self.plane is not None:
-            self.waiting -= 1
-            self.plane.waiting -= 1
-        await self._app(scope, receive, send)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.plane is not None:  # pipelined requests the app will never take up
-            self.plane.waiting -= self.waiting
-        self.waiting = 0
-        super().connection_lost(exc)
-
-
-def counting(plane: DataPlane) -> type[WholeResponses]:
-    """WholeResponses counting its requests for `plane`."""
-    return type("Counting", (WholeResponses,), {"plane": plane})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -192,10 +119,11 @@ def main() -> None:
         where += f" and gRPC {grpc_address}"
     inflight = args.max_inflight if args.max_inflight >= 0 else max(2, args.batch_size)
     inflight = 0 if args.behind_gateway else inflight  # a gateway has its own line
-    app = build_app(plane, inflight, args.queue_timeout_s, args.max_queue)
+    app, route = serving_app(plane, inflight, args.queue_timeout_s, args.max_queue)
     token = os.environ.pop(TOKEN_ENV, None)  # a replica on a cluster node: its gateway's
+    fast: InferRoute | None = route
     if token:
-        app = require_token(app, token)
+        app, fast = require_token(app, token), None  # checked on ASGI, every route
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -208,7 +136,7 @@ def main() -> None:
         date_header=False,
         # behind a gateway, its pooled connections stay open
         timeout_keep_alive=3600 if args.behind_gateway else 5,
-        http=counting(plane),
+        http=counting(plane, fast),
     )
     what = f"serving {name!r} version {args.version} at {where} on {on}"
     served = _serve(GreedyServer(config), plane, grpc_address, handler, what)

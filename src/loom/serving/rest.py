@@ -7,7 +7,7 @@ Bodies are parsed whatever their Content-Type (some V2 clients send none); error
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -67,7 +67,15 @@ Handler = Callable[[Request, dict[str, str]], Awaitable[Response]]
 def build_app(
     plane: DataPlane, max_inflight: int = 0, max_wait_s: float = 30.0, max_line: int = MAX_LINE
 ) -> ASGIApp:
-    """The V2 and V1 routes over `plane`. With `max_inflight`, at most that many inference
+    """The V2 and V1 routes over `plane`, as ASGI (`serving_app`'s app)."""
+    return serving_app(plane, max_inflight, max_wait_s, max_line)[0]
+
+
+def serving_app(
+    plane: DataPlane, max_inflight: int = 0, max_wait_s: float = 30.0, max_line: int = MAX_LINE
+) -> tuple[ASGIApp, InferRoute]:
+    """The V2 and V1 routes over `plane`, and its hot route alone (for the server's HTTP/1
+    protocol to call without ASGI). With `max_inflight`, at most that many inference
     requests run at once and the others wait their turn in arrival order (at most
     `max_wait_s`, and `max_line` of them: past that, 503)."""
     line = (
@@ -75,6 +83,7 @@ def build_app(
         if max_inflight > 0
         else None
     )
+    route = InferRoute(plane, line)
 
     def handle(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -170,17 +179,15 @@ def build_app(
             return
         plane.active += 1
         try:
-            target = _infer_target(scope)
+            target = infer_target(scope["method"], scope["path"])
             if target is None:
                 await app(scope, receive, send)
-            elif line is None:
-                await fast_infer(plane, *target, scope, receive, send)
             else:
-                await _in_turn(line, fast_infer(plane, *target, scope, receive, send), send)
+                await fast_infer(route, *target, scope, receive, send)
         finally:
             plane.active -= 1
 
-    return counted
+    return counted, route
 
 
 async def _v1_verb(plane: DataPlane, request: Request, model: str, verb: str) -> Response:
@@ -199,30 +206,7 @@ async def _v1_verb(plane: DataPlane, request: Request, model: str, verb: str) ->
     return _json(await plane.predict(model, None, body))
 
 
-async def _in_turn(line: Admission, work: Coroutine[Any, Any, None], send: Send) -> None:
-    """Run an inference request when its turn comes: first come, first served across
-    connections, so that under more load than the model can take every request waits about
-    as long (not some for seconds while others pass); 503 with Retry-After past the line."""
-    try:
-        await line.enter()
-    except Busy as exc:
-        work.close()
-        payload = orjson.dumps({"error": f"busy: {exc.message}; retry"})
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"retry-after", str(exc.retry_after_s).encode()),
-            (b"content-length", b"%d" % len(payload)),
-        ]
-        await send({"type": "http.response.start", "status": 503, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
-        return
-    try:
-        await work
-    finally:
-        line.leave()
-
-
-__all__ = ["build_app"]
+__all__ = ["build_app", "serving_app"]
 
 
 def prometheus(plane: DataPlane) -> bytes:
@@ -262,11 +246,11 @@ def prometheus(plane: DataPlane) -> bytes:
     return render([requests, inflight, latency, batches, sizes])
 
 
-def _infer_target(scope: Scope) -> tuple[str, str | None] | None:
-    """(model, version) for a V2 infer request, the server's hot path; else None."""
-    if scope["method"] != "POST" or not scope["path"].endswith("/infer"):
+def infer_target(method: str, path: str) -> tuple[str, str | None] | None:
+    """(model, version) for a V2 infer request, the server's hot route; else None."""
+    if method != "POST" or not path.endswith("/infer"):
         return None
-    parts = scope["path"].split("/")
+    parts = path.split("/")
     if len(parts) == 5 and parts[1:3] == ["v2", "models"] and parts[3]:
         return parts[3], None
     if len(parts) == 7 and parts[1:3] == ["v2", "models"] and parts[4] == "versions":
@@ -274,11 +258,48 @@ def _infer_target(scope: Scope) -> tuple[str, str | None] | None:
     return None
 
 
+Headers = list[tuple[bytes, bytes]]
+Reply = tuple[int, Headers, bytes]  # status, headers (its content-length among them), body
+INFERENCE_HEADER = b"inference-header-content-length"
+
+
+class InferRoute:
+    """`POST /v2/models/{model}[/versions/{version}]/infer`, the server's hot route, from a
+    whole body to a whole reply: run at once, or in turn when the server has a line (first
+    come, first served across connections, so that under more load than the model can take
+    every request waits about as long; 503 with Retry-After past the line). The caller
+    counts the request as begun (`DataPlane.active`)."""
+
+    def __init__(self, plane: DataPlane, line: Admission | None) -> None:
+        self.plane = plane
+        self.line = line
+
+    async def __call__(
+        self, model: str, version: str | None, raw: bytes, headers: Headers
+    ) -> Reply:
+        if self.line is None:
+            return await reply(self.plane, model, version, raw, headers)
+        try:
+            await self.line.enter()
+        except Busy as exc:
+            payload = orjson.dumps({"error": f"busy: {exc.message}; retry"})
+            return 503, [
+                (b"content-type", b"application/json"),
+                (b"retry-after", str(exc.retry_after_s).encode()),
+                (b"content-length", b"%d" % len(payload)),
+            ], payload  # fmt: skip
+        try:
+            return await reply(self.plane, model, version, raw, headers)
+        finally:
+            self.line.leave()
+
+
 async def fast_infer(
-    plane: DataPlane, model: str, version: str | None, scope: Scope, receive: Receive, send: Send
+    route: InferRoute, model: str, version: str | None, scope: Scope, receive: Receive, send: Send
 ) -> None:
-    """`POST /v2/models/{model}[/versions/{version}]/infer` straight on ASGI: what the routing
-    and request objects would cost is a sixth of a small request's time."""
+    """The hot route straight on ASGI (what a routed endpoint and its request object would
+    cost is a sixth of a small request's time); the server's own HTTP/1 protocol calls the
+    route itself (`WholeResponses`)."""
     chunks = []
     while True:
         message = await receive()
@@ -287,44 +308,50 @@ async def fast_infer(
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             break
+    status, headers, payload = await route(model, version, b"".join(chunks), scope["headers"])
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def reply(
+    plane: DataPlane, model: str, version: str | None, raw: bytes, headers: Headers
+) -> Reply:
+    """A V2 inference request's reply: the V2 response, or `{"error": …}` with its status
+    (never a traceback)."""
     found = plane.handler(model, version) if plane.handlers else None
     if found is not None:
-        await _handler_infer(found, b"".join(chunks), scope, send)
-        return
-    wanted = b"inference-header-content-length"
-    header = next((v.decode("latin-1") for k, v in scope["headers"] if k == wanted), None)
-    headers = [(b"content-type", b"application/json")]
+        return await _handler_reply(found, raw, headers)
+    header = next((v.decode("latin-1") for k, v in headers if k == INFERENCE_HEADER), None)
+    sent = [(b"content-type", b"application/json")]
     try:
-        body, binary = parse(b"".join(chunks), header)
+        body, binary = parse(raw, header)
         answer, section = await plane.infer(model, version, body, binary)
         status, payload = 200, orjson.dumps(answer)
         if section:
-            headers = [
+            sent = [
                 (b"content-type", b"application/octet-stream"),
-                (b"inference-header-content-length", b"%d" % len(payload)),
+                (INFERENCE_HEADER, b"%d" % len(payload)),
             ]
             payload += section
     except InferenceError as exc:
         status, payload = exc.status, orjson.dumps({"error": exc.message})
     except Exception as exc:  # as the routed endpoints answer it: never a traceback
         status, payload = 500, orjson.dumps({"error": f"internal error: {type(exc).__name__}"})
-    headers.append((b"content-length", b"%d" % len(payload)))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    sent.append((b"content-length", b"%d" % len(payload)))
+    return status, sent, payload
 
 
-async def _handler_infer(found: ServedHandler, body: bytes, scope: Scope, send: Send) -> None:
+async def _handler_reply(found: ServedHandler, raw: bytes, headers: Headers) -> Reply:
     """A V2 request, whole, to a model that decodes its own (a `kserve.Model`)."""
-    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+    given = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
     try:
-        answer = await found.run(found.handler.v2, body, headers)
+        answer = await found.run(found.handler.v2, raw, given)
     except Exception as exc:  # the handler answers its model's errors; this is Loom's own
         answer = Answer.error(500, f"internal error: {type(exc).__name__}")
     sent = {"content-type": "application/json", **answer.headers}
     sent["content-length"] = str(len(answer.body))
     encoded = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in sent.items()]
-    await send({"type": "http.response.start", "status": answer.status, "headers": encoded})
-    await send({"type": "http.response.body", "body": answer.body})
+    return answer.status, encoded, answer.body
 
 
 # A replica on a cluster node listens on a TCP port others on the network could reach: it
